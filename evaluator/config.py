@@ -1,0 +1,25 @@
+"""How one evaluation is run: device, limits, trial counts and the timing protocol's budgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class EvalConfig:
+    device: str = "auto"                  # auto | cpu | cuda
+    allow_torch: bool = False             # admit candidates that launch no custom kernel ("anything goes" track)
+    compile_timeout_s: float = 180.0      # importing the candidate and building its kernels
+    run_timeout_s: float = 120.0          # each later phase (correctness, timing) separately
+    memory_limit_bytes: int = 16 * 2**30  # address-space limit of the candidate process (host memory)
+    trials: int = 3                       # correctness trials with fresh seeds, per shape variant
+    warmup_ms: float = 25.0
+    max_timing_s: float = 2.0             # time cap for each side's timed repetitions
+    min_reps: int = 5
+    max_reps: int = 1000
+    target_rse: float = 0.01              # stop repeating once the median's relative standard error is below this
+    suspicious_speedup: float = 10.0      # above this, re-measure from the driver's own clock
+    timing_recheck_reps: int = 3          # timed calls whose outputs are verified against fresh reference results
+    compile_baseline: bool = False        # also time torch.compile(Model) as a second baseline
+    profile: bool = True                  # profiler feedback for the agents
+    sandbox: str = "auto"                 # auto | bwrap | process

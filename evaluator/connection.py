@@ -1,0 +1,74 @@
+"""The driver's side of one worker: requests with per-phase deadlines, and failures turned into verdicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from evaluator.result import Status
+from evaluator.sandbox import WorkerHandle, Zygote
+from evaluator.task import TaskError
+from evaluator.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+
+_WORKER_STATUSES = {s.value for s in Status}
+
+
+class Refused(Exception):
+    """A verdict reached before the evaluation's end (internal to the evaluator)."""
+
+    def __init__(self, status: Status, reason: str, log: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+class WorkerConnection:
+    def __init__(self, zygote: Zygote, handle: WorkerHandle, nonce: str, role: str, task_label: str):
+        self.zygote, self.handle, self.role, self.task_label = zygote, handle, role, task_label
+        self.channel = Channel(handle.sock, nonce)
+
+    def send(self, header: dict[str, Any]) -> None:
+        try:
+            self.channel.send(header)
+        except OSError:
+            raise self._died("receiving a command") from None
+
+    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        try:
+            reply, tensors = self.channel.recv(timeout_s)
+        except ChannelTimeout:
+            raise Refused(Status.TIMEOUT, f"the {self.role} did not finish {doing} within {timeout_s:g} s",
+                          self.log()) from None
+        except ChannelClosed:
+            raise self._died(doing) from None
+        except ProtocolError as exc:
+            raise Refused(Status.REJECTED, f"the {self.role} process sent a malformed or forged message on the result "
+                                           f"channel ({exc})", self.log()) from None
+        status = reply.get("status")
+        if status == "task_error":
+            raise TaskError(f"{self.task_label}: the task fails to load: {reply.get('reason')}")
+        if status in _WORKER_STATUSES:
+            if self.role == "reference":
+                raise TaskError(f"{self.task_label}: the reference failed while {doing}: {reply.get('reason')}")
+            raise Refused(Status(status), str(reply.get("reason") or status), str(reply.get("log") or self.log()))
+        return reply, tensors
+
+    def request(self, header: dict[str, Any], timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.send(header)
+        return self.recv(timeout_s, doing)
+
+    def _died(self, doing: str) -> Refused:
+        if self.role == "reference":
+            return TaskError(f"{self.task_label}: the reference process died while {doing}")  # type: ignore[return-value]
+        return Refused(Status.CRASHED, f"the candidate process died while {doing} (crash, abort or os._exit)",
+                       self.log())
+
+    def log(self) -> str:
+        return self.handle.log_text()[-8000:]
+
+    def close(self) -> None:
+        try:
+            self.channel.send({"cmd": "exit"})
+        except OSError:
+            pass
+        self.zygote.kill(self.handle)

@@ -1,0 +1,226 @@
+"""`evaluate(task, candidate, cfg) -> EvalResult`: the trusted driver of one evaluation. It never imports candidate
+code and never raises for anything the candidate does; an unusable task raises `TaskError`.
+
+Order of work: static policy -> load both workers -> correctness trials (fresh seeds, every shape variant, a second
+input distribution) -> launch and fallback checks -> interleaved timing with rechecked outputs -> clock cross-check and,
+above the suspicious threshold, a re-measure by the driver's own clock -> profile.
+"""
+
+from __future__ import annotations
+
+import atexit
+import secrets
+import threading
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from evaluator import policy
+from evaluator.candidate import Candidate
+from evaluator.config import EvalConfig
+from evaluator.connection import Refused, WorkerConnection
+from evaluator.correctness import compare
+from evaluator.device import EnergyMeter, device_info, resolve_device
+from evaluator.guards import recomputes_reference
+from evaluator.measure import fresh_seed, measure, outer_per_call_ms
+from evaluator.result import DeviceInfo, EvalResult, Status
+from evaluator.sandbox import Zygote
+from evaluator.task import Task
+
+CPU_TIME_SLACK_S = 60
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReport:
+    """What `task check` found: the variants and the shapes and dtypes going in and out."""
+
+    variants: tuple[dict[str, Any], ...]
+    inputs: tuple[tuple[dict[str, Any], ...], ...]
+    outputs: tuple[tuple[dict[str, Any], ...], ...]
+    ops: tuple[str, ...]
+    device: str
+
+
+class LocalEvaluator:
+    """Evaluates on this machine: one trusted reference zygote and one sandboxed candidate zygote per device."""
+
+    def __init__(self, sandbox: str = "auto"):
+        self.sandbox = sandbox
+        self._zygotes: dict[tuple[str, str], Zygote] = {}
+        self._lock = threading.Lock()
+        self._devices: dict[str, DeviceInfo] = {}
+
+    def _zygote(self, device: str, role: str, isolation: str) -> Zygote:
+        with self._lock:
+            key = (device, role)
+            if key not in self._zygotes:
+                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process")
+            return self._zygotes[key]
+
+    def _connect(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task) -> WorkerConnection:
+        zygote = self._zygote(device, role, cfg.sandbox)
+        cpu_s = int(cfg.compile_timeout_s + 4 * cfg.run_timeout_s + CPU_TIME_SLACK_S)
+        handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s)
+        return WorkerConnection(zygote, handle, nonce, role, task.label)
+
+    def device(self, kind: str) -> DeviceInfo:
+        if kind not in self._devices:
+            self._devices[kind] = device_info(kind)
+        return self._devices[kind]
+
+    def close(self) -> None:
+        with self._lock:
+            for z in self._zygotes.values():
+                z.close()
+            self._zygotes.clear()
+
+    # -- task check -----------------------------------------------------------------------------------------------
+    def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0) -> TaskReport:
+        kind = device if device == "meta" else resolve_device(device)
+        nonce = secrets.token_hex(16)
+        conn = self._connect("cpu" if kind == "meta" else kind, "reference", nonce, EvalConfig(), task)
+        try:
+            reply, _ = conn.request({"cmd": "load", "task_source": task.source, "task_name": task.name,
+                                     "device": kind, "init_seeds": [fresh_seed()] * 64}, timeout_s, "loading")
+            n = int(reply["variants"])
+            inputs, outputs, ops = [], [], set()
+            for v in range(n):
+                r, _ = conn.request({"cmd": "run", "variant": v, "seed": fresh_seed(), "trace": v == 0,
+                                     "describe_inputs": True}, timeout_s, f"running shape variant {v}")
+                inputs.append(tuple(r.get("inputs", ())))
+                outputs.append(tuple(r["outputs"]))
+                ops.update(r.get("ops", []))
+            variants = tuple(dict(v) for v in reply.get("variant_overrides", [{}] * n))
+            return TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
+        except Refused as exc:
+            from evaluator.task import TaskError
+            raise TaskError(f"{task.label}: {exc.reason}") from None
+        finally:
+            conn.close()
+
+    # -- evaluation -----------------------------------------------------------------------------------------------
+    def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig = EvalConfig()) -> EvalResult:
+        kind = resolve_device(cfg.device)
+        dev = self.device(kind)
+        try:
+            violations = policy.check_source(candidate.source, allow_torch=cfg.allow_torch)
+        except SyntaxError as exc:
+            return EvalResult(Status.COMPILE_ERROR, f"the candidate does not parse: line {exc.lineno}: {exc.msg}",
+                              device=dev)
+        if violations:
+            more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+            return EvalResult(Status.REJECTED, f"static check: {violations[0]}{more}", device=dev,
+                              log="\n".join(map(str, violations)))
+        nonce = secrets.token_hex(16)
+        ref = self._connect(kind, "reference", nonce, cfg, task)
+        cand = None
+        try:
+            cand = self._connect(kind, "candidate", secrets.token_hex(16), cfg, task)
+            return self._run(task, candidate, cfg, kind, dev, ref, cand)
+        except Refused as exc:
+            return EvalResult(exc.status, exc.reason, device=dev, log=exc.log)
+        finally:
+            ref.close()
+            if cand is not None:
+                cand.close()
+
+    def _run(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, dev: DeviceInfo,
+             ref: WorkerConnection, cand: WorkerConnection) -> EvalResult:
+        init_seeds = [fresh_seed() for _ in range(64)]
+        load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": kind,
+                "init_seeds": init_seeds}
+        reply, _ = ref.request(load, cfg.compile_timeout_s, "loading the task")
+        n_variants = int(reply["variants"])
+        if n_variants > len(init_seeds):
+            init_seeds += [fresh_seed() for _ in range(n_variants - len(init_seeds))]
+        tolerance = reply.get("tolerance")
+        cand.request({**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
+                     "importing and compiling the candidate")
+
+        plan = [(0, "task")] * max(cfg.trials, 1) + [(0, "normal")]
+        for v in range(1, n_variants):
+            plan += [(v, "task"), (v, "normal")]
+        trials: list[dict[str, Any]] = []
+        launches = 0
+        worst_abs = worst_rel = 0.0
+        ref_ops: set[str] = set()
+        cand_ops: set[str] = set()
+        peak = ref_peak = None
+        for i, (variant, dist) in enumerate(plan):
+            seed = fresh_seed()
+            run = {"cmd": "run", "variant": variant, "seed": seed, "distribution": dist, "trace": i == 0}
+            expected_reply, expected = ref.request(run, cfg.run_timeout_s, "computing expected outputs")
+            timeout = cfg.compile_timeout_s if i == 0 or variant != plan[i - 1][0] else cfg.run_timeout_s
+            got_reply, got = cand.request(run, timeout, f"correctness trial {i + 1}")
+            launches += int(got_reply.get("launches", 0))
+            if i == 0:
+                ref_ops, cand_ops = set(expected_reply.get("ops", [])), set(got_reply.get("ops", []))
+                peak, ref_peak = got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")
+            verdict = compare(expected, got, tolerance)
+            worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
+            trials.append({"variant": variant, "distribution": dist, "max_abs_error": verdict.max_abs_error,
+                           "max_rel_error": verdict.max_rel_error, "ok": verdict.ok})
+            if not verdict.ok:
+                where = f"shape variant {variant}" if variant else "the benchmark shape"
+                inputs = "standard-normal inputs" if dist == "normal" else "the task's inputs"
+                return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",
+                                  max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev, log=cand.log(),
+                                  trials=tuple(trials))
+        if not cfg.allow_torch:
+            if launches == 0:
+                raise Refused(Status.REJECTED, "the candidate launched no custom kernel (no Triton or CUDA extension "
+                                               "call ran); PyTorch-only candidates need --allow-torch", cand.log())
+            if recomputes_reference(cand_ops, ref_ops):
+                raise Refused(Status.REJECTED, "the candidate recomputes the whole reference with PyTorch "
+                                               f"({', '.join(sorted(ref_ops))}); its kernels do none of the work",
+                              cand.log())
+
+        meter = EnergyMeter(kind)
+        m = measure(ref, cand, cfg, kind, meter)
+        for seed, got in m.kept:
+            _, expected = ref.request({"cmd": "run", "variant": 0, "seed": seed}, cfg.run_timeout_s,
+                                      "recomputing a timed call")
+            verdict = compare(expected, got, tolerance)
+            if not verdict.ok:
+                return EvalResult(Status.INCORRECT, "a timed call on fresh inputs returned a wrong result (cached "
+                                                    f"results or work left running past the return?): {verdict.reason}",
+                                  device=dev, log=cand.log(), trials=tuple(trials))
+        suspicious = False
+        speedup = m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
+        if speedup > cfg.suspicious_speedup:
+            suspicious = True
+            outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
+            outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
+            outer_speedup = outer_ref / max(outer_cand, 1e-6)
+            if outer_speedup * 2 < speedup:
+                return EvalResult(Status.REJECTED, f"a {speedup:.1f}x speedup by the worker's timer is only "
+                                                   f"{outer_speedup:.1f}x by the driver's own clock (timer tampering?)",
+                                  device=dev, log=cand.log(), trials=tuple(trials))
+        profile: dict[str, float] = {}
+        if cfg.profile:
+            reply, _ = cand.request({"cmd": "profile", "seed": fresh_seed()}, cfg.run_timeout_s, "profiling")
+            profile = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
+        reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
+                                             "by the driver's clock" if suspicious else "")
+        return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
+                          max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
+                          reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j, power_w=m.power_w,
+                          profile=MappingProxyType(profile), device=dev, log=cand.log(), suspicious=suspicious,
+                          trials=tuple(trials))
+
+
+_default: LocalEvaluator | None = None
+_default_lock = threading.Lock()
+
+
+def default_evaluator() -> LocalEvaluator:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = LocalEvaluator()
+            atexit.register(_default.close)
+        return _default
+
+
+def evaluate(task: Task, candidate: Candidate, cfg: EvalConfig = EvalConfig()) -> EvalResult:
+    return default_evaluator().evaluate(task, candidate, cfg)

@@ -1,0 +1,172 @@
+"""In-process defences of the candidate worker, armed before any candidate code is imported.
+
+These are the second line (the first is the static policy; the last word is always the driver's own checks on what
+comes back): captured clocks and primitives, counters of kernel launches, a fingerprint of the modules a cheat would
+patch, thread accounting, and the op trace that tells a kernel from a PyTorch fallback.
+"""
+
+from __future__ import annotations
+
+import _thread
+import builtins
+import sys
+import time
+import types
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed on import; import it before any snapshot
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Ops that move, view or allocate memory but compute nothing; a candidate may call these freely.
+LAYOUT_OPS = frozenset("""
+empty empty_like empty_strided zeros zeros_like ones ones_like full full_like new_empty new_zeros new_ones new_full
+new_empty_strided copy_ clone contiguous view reshape _unsafe_view expand as_strided t transpose permute squeeze
+unsqueeze select slice detach alias lift_fresh _to_copy to resize_ set_ fill_ zero_ split split_with_sizes chunk unbind
+_local_scalar_dense lift view_as unfold flatten unflatten narrow movedim numpy_T _reshape_alias item is_nonzero
+arange scalar_tensor
+""".split())
+
+_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
+                    "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
+                    "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
+                    "evaluator.candidate_worker", "evaluator.cuda_build")
+_WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
+
+
+class Guards:
+    def __init__(self) -> None:
+        # Captured before the candidate exists: later patches of these names do not reach the harness.
+        self.now_ns: Callable[[], int] = time.perf_counter_ns
+        self.thread_count: Callable[[], int] = _thread._count
+        self.exact_type = builtins.type
+        self.tensor_type = torch.Tensor
+        self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
+        self.launches: Counter[str] = Counter()
+        self._snapshot: dict[str, dict[str, int]] = {}
+        self.baseline_threads = 0
+
+    # -- launches -------------------------------------------------------------------------------------------------
+    def install_launch_counters(self, cuda_available: bool) -> None:
+        counter = self.launches
+
+        def counting(original: Callable, label: str) -> Callable:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                counter[label] += 1
+                return original(*args, **kwargs)
+            run.__wrapped__ = original  # type: ignore[attr-defined]
+            return run
+
+        try:
+            from triton.runtime import interpreter, jit
+            jit.JITFunction.run = counting(jit.JITFunction.run, "triton")
+            interpreter.InterpretedFunction.run = counting(interpreter.InterpretedFunction.run, "triton")
+        except ImportError:
+            pass
+
+        from torch.utils import cpp_extension
+        from evaluator import cuda_build
+
+        def wrap_module(module: Any) -> Any:
+            proxy = types.SimpleNamespace()
+            for name in dir(module):
+                fn = getattr(module, name)
+                if callable(fn) and not name.startswith("_"):
+                    setattr(proxy, name, counting(fn, "extension"))
+            return proxy
+
+        real_load_inline, real_load = cpp_extension.load_inline, cpp_extension.load
+
+        def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kwargs: Any) -> Any:
+            if cuda_sources and not cuda_available:
+                cuda_build.check_compiles(name, cpp_sources, cuda_sources, kwargs)  # raises either way
+            return wrap_module(real_load_inline(name, cpp_sources, cuda_sources, **kwargs))
+
+        def load(name: str, sources: Any, **kwargs: Any) -> Any:
+            return wrap_module(real_load(name, sources, **kwargs))
+
+        cpp_extension.load_inline = load_inline
+        cpp_extension.load = load
+
+    def launch_total(self) -> int:
+        return sum(self.launches.values())
+
+    # -- tampering ------------------------------------------------------------------------------------------------
+    def take_snapshot(self) -> None:
+        self.baseline_threads = self.thread_count()
+        for name in _WATCHED_MODULES:
+            module = sys.modules.get(name)
+            if module is not None:
+                self._snapshot[name] = {k: id(v) for k, v in vars(module).items()}
+        for cls in _WATCHED_CLASSES:
+            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
+
+    def tampered(self) -> str | None:
+        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'."""
+        for name in _WATCHED_MODULES:
+            before = self._snapshot.get(name)
+            module = sys.modules.get(name)
+            if before is None or module is None:
+                continue
+            now = vars(module)
+            for key, ident in before.items():
+                if key in ("__warningregistry__", "_") or key.startswith("__pycache"):
+                    continue
+                if key not in now or id(now[key]) != ident:
+                    return f"{name}.{key}"
+        for cls in _WATCHED_CLASSES:
+            before = self._snapshot[f"{cls.__module__}.{cls.__qualname__}"]
+            now = vars(cls)
+            for key, ident in before.items():
+                if key not in now or id(now[key]) != ident:
+                    return f"{cls.__qualname__}.{key}"
+        return None
+
+    def extra_threads(self) -> int:
+        return self.thread_count() - self.baseline_threads
+
+    # -- outputs --------------------------------------------------------------------------------------------------
+    def output_problem(self, outputs: list[Any], inputs: list[Any]) -> str | None:
+        """A structural reason to refuse the outputs of one call, or None."""
+        spans = []
+        for x in inputs:
+            if isinstance(x, torch.Tensor) and x.numel():
+                start = x.untyped_storage().data_ptr()
+                spans.append((start, start + x.untyped_storage().nbytes()))
+        for i, out in enumerate(outputs):
+            if self.exact_type(out) is not self.tensor_type:
+                return f"output {i} is a {self.exact_type(out).__name__}, not a plain torch.Tensor"
+            if out.numel():
+                s = out.untyped_storage().data_ptr()
+                e = s + out.untyped_storage().nbytes()
+                if any(s < ie and is_ < e for is_, ie in spans):
+                    return f"output {i} shares memory with an input (outputs must be fresh tensors)"
+        return None
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+class OpTrace(TorchDispatchMode):
+    """Records the compute ops (not layout or allocation ops) that PyTorch runs while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types_: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__.rstrip("_") if func.overloadpacket.__name__ != "copy_" else "copy_"
+        if name not in LAYOUT_OPS and func.overloadpacket.__name__ not in LAYOUT_OPS:
+            self.ops[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def recomputes_reference(candidate_ops: set[str], reference_ops: set[str]) -> bool:
+    """True when the candidate's own PyTorch calls already cover every compute op of the reference."""
+    return bool(reference_ops) and reference_ops <= candidate_ops

@@ -1,0 +1,156 @@
+"""The driver's side of timing: reference and candidate timed by one method, in random interleaved blocks.
+
+Each timed call sees fresh inputs drawn from a seed the driver picks only after the previous call has returned. After
+each call the driver decides, at random, whether that call's outputs come back for checking, so a candidate that
+caches results or leaves work running past the return cannot know which calls are checked. The driver also keeps
+its own clock on every call and compares it with what the worker reports.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from evaluator.config import EvalConfig
+from evaluator.connection import Refused, WorkerConnection
+from evaluator.device import EnergyMeter
+from evaluator.result import Status, Timing
+from evaluator.timing import relative_standard_error
+
+KEEP_PROBABILITY = 0.2
+
+
+@dataclass
+class SideRecord:
+    samples_ms: list[float] = field(default_factory=list)
+    walls_ms: list[float] = field(default_factory=list)
+    kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
+    spent_s: float = 0.0
+    energy_j: float = 0.0
+    energy_calls: int = 0
+    energy_s: float = 0.0
+    blocks: int = 0
+
+    def done(self, cfg: EvalConfig) -> bool:
+        n = len(self.samples_ms)
+        if n >= cfg.max_reps or self.spent_s >= cfg.max_timing_s:
+            return True
+        return n >= cfg.min_reps and relative_standard_error(self.samples_ms) < cfg.target_rse
+
+
+@dataclass(frozen=True)
+class Measurement:
+    reference_ms: Timing
+    candidate_ms: Timing
+    kept: list[tuple[int, list[torch.Tensor]]]
+    energy_j: float | None
+    power_w: float | None
+
+
+def fresh_seed() -> int:
+    return secrets.randbelow(2**31 - 1)
+
+
+def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, meter: EnergyMeter | None,
+           first: bool) -> None:
+    budget_s = cfg.max_timing_s / 4
+    seed = fresh_seed()
+    conn.send({"cmd": "time", "variant": 0, "seed": seed, "warmup_ms": cfg.warmup_ms if first else 0.0})
+    start = time.perf_counter()
+    energy0 = meter.read_j() if meter and not first else None
+    previous = None
+    calls = 0
+    while True:
+        reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
+        now = time.perf_counter()
+        if previous is not None:
+            rec.walls_ms.append((now - previous) * 1e3)
+        previous = now
+        rec.samples_ms.append(float(reply["ms"]))
+        calls += 1
+        keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
+        stop = (now - start) >= budget_s or len(rec.samples_ms) >= cfg.max_reps
+        next_seed = None if stop else fresh_seed()
+        conn.send({"keep": keep, "next_seed": next_seed})
+        if keep:
+            _, tensors = conn.recv(cfg.run_timeout_s, "returning a timed call's outputs")
+            rec.kept.append((seed, tensors))
+            previous = time.perf_counter()
+        if next_seed is None:
+            conn.recv(cfg.run_timeout_s, "finishing its timed calls")
+            break
+        seed = next_seed
+    elapsed = time.perf_counter() - start
+    rec.spent_s += elapsed
+    rec.blocks += 1
+    if energy0 is not None and meter is not None:
+        energy1 = meter.read_j()
+        if energy1 is not None:
+            rec.energy_j += energy1 - energy0
+            rec.energy_calls += calls
+            rec.energy_s += elapsed
+
+
+def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig, device_kind: str,
+            meter: EnergyMeter | None = None) -> Measurement:
+    ref, cand = SideRecord(), SideRecord()
+    keep_budget = max(1, cfg.timing_recheck_reps)
+    sides = [(reference, ref, 0), (candidate, cand, keep_budget)]
+    for _ in range(12):
+        if ref.done(cfg) and cand.done(cfg):
+            break
+        random.shuffle(sides)
+        for conn, rec, keeps in sides:
+            if not rec.done(cfg):
+                _block(conn, rec, cfg, keeps, meter if rec is cand else None, first=rec.blocks == 0)
+    while len(cand.kept) < 1:  # every evaluation checks at least one timed call
+        _block(candidate, cand, cfg, keep_budget, None, first=False)
+    _cross_check(ref, cand, device_kind)
+    energy = power = None
+    if cand.energy_calls:
+        energy = cand.energy_j / cand.energy_calls
+        power = cand.energy_j / cand.energy_s if cand.energy_s > 0 else None
+    return Measurement(Timing.from_samples(ref.samples_ms), Timing.from_samples(cand.samples_ms), cand.kept,
+                       energy, power)
+
+
+def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
+    """Refuse a candidate whose reported times are shorter than the driver's own clock allows."""
+    if len(ref.walls_ms) < 3 or len(cand.walls_ms) < 3:
+        return
+    wall_gap = statistics.median(cand.walls_ms) - statistics.median(ref.walls_ms)
+    claimed_gap = statistics.median(cand.samples_ms) - statistics.median(ref.samples_ms)
+    noise = _iqr(cand.walls_ms) + _iqr(ref.walls_ms)
+    floor_ms = 0.5 if device_kind == "cpu" else 0.05
+    allowed = 0.25 * max(statistics.median(ref.samples_ms), statistics.median(cand.samples_ms)) + noise + floor_ms
+    if wall_gap - claimed_gap > allowed:
+        raise Refused(Status.REJECTED,
+                      f"the candidate's reported times disagree with the driver's clock: its calls took "
+                      f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
+                      f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
+
+
+def _iqr(xs: list[float]) -> float:
+    t = Timing.from_samples(xs)
+    return t.iqr_ms
+
+
+def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig) -> float:
+    """Per-call time by the driver's clock alone: (inputs + calls) minus (inputs only), over a batch of fresh inputs."""
+    k = int(min(20, max(3, 50.0 / max(median_ms, 1e-3))))
+    estimates = []
+    for _ in range(3):
+        walls = []
+        for calls in (False, True):
+            seeds = [fresh_seed() for _ in range(k)]
+            t0 = time.perf_counter()
+            conn.request({"cmd": "batch", "variant": 0, "seeds": seeds, "calls": calls}, cfg.run_timeout_s,
+                         "a batch of calls")
+            walls.append((time.perf_counter() - t0) * 1e3)
+        estimates.append(max(walls[1] - walls[0], 0.0) / k)
+    return statistics.median(estimates)

@@ -1,0 +1,144 @@
+"""The evaluator's verdict: statuses, timings and the result record that crosses process, Ray and DB boundaries."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Mapping
+
+
+class Status(StrEnum):
+    OK = "ok"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    REJECTED = "rejected"
+    CRASHED = "crashed"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Robust summary of repeated measurements, in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float
+    reps: int
+
+    @staticmethod
+    def from_samples(samples_ms: list[float]) -> "Timing":
+        xs = sorted(samples_ms)
+        return Timing(median_ms=_quantile(xs, 0.5), iqr_ms=_quantile(xs, 0.75) - _quantile(xs, 0.25), reps=len(xs))
+
+
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    if not sorted_xs:
+        return math.nan
+    pos = (len(sorted_xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """Where a measurement was taken; `kind` is 'cuda' or 'cpu' (Triton kernels then run interpreted)."""
+
+    kind: str
+    name: str
+    interpreted: bool = False
+    driver: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    cuda_version: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (Triton interpreter)" if self.interpreted else self.name
+
+
+UNKNOWN_DEVICE = DeviceInfo(kind="unknown", name="unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class EvalResult:
+    status: Status
+    reason: str
+    candidate_ms: Timing | None = None
+    reference_ms: Timing | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    peak_memory_bytes: int | None = None
+    reference_peak_memory_bytes: int | None = None
+    energy_j: float | None = None
+    power_w: float | None = None
+    profile: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    device: DeviceInfo = UNKNOWN_DEVICE
+    log: str = ""
+    suspicious: bool = False
+    trials: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def speedup(self) -> float | None:
+        if self.status != Status.OK or self.candidate_ms is None or self.reference_ms is None:
+            return None
+        if self.candidate_ms.median_ms <= 0:
+            return None
+        return self.reference_ms.median_ms / self.candidate_ms.median_ms
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape that `opforge eval --json`, the store and reports share."""
+        return {
+            "status": self.status.value,
+            "reason": self.reason,
+            "speedup": self.speedup,
+            "suspicious": self.suspicious,
+            "timing": {
+                "candidate": _timing_json(self.candidate_ms),
+                "reference": _timing_json(self.reference_ms),
+            },
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "reference_peak_memory_bytes": self.reference_peak_memory_bytes,
+            "energy_j": self.energy_j,
+            "power_w": self.power_w,
+            "profile": dict(self.profile),
+            "device": asdict(self.device),
+            "trials": [dict(t) for t in self.trials],
+            "log": self.log,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> "EvalResult":
+        timing = data.get("timing") or {}
+        return EvalResult(
+            status=Status(data["status"]),
+            reason=data["reason"],
+            candidate_ms=_timing_from(timing.get("candidate")),
+            reference_ms=_timing_from(timing.get("reference")),
+            max_abs_error=data.get("max_abs_error"),
+            max_rel_error=data.get("max_rel_error"),
+            peak_memory_bytes=data.get("peak_memory_bytes"),
+            reference_peak_memory_bytes=data.get("reference_peak_memory_bytes"),
+            energy_j=data.get("energy_j"),
+            power_w=data.get("power_w"),
+            profile=MappingProxyType(dict(data.get("profile") or {})),
+            device=DeviceInfo(**data["device"]) if data.get("device") else UNKNOWN_DEVICE,
+            log=data.get("log", ""),
+            suspicious=bool(data.get("suspicious", False)),
+            trials=tuple(data.get("trials") or ()),
+        )
+
+
+def _timing_json(t: Timing | None) -> dict[str, float] | None:
+    return None if t is None else {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps}
+
+
+def _timing_from(d: Mapping[str, Any] | None) -> Timing | None:
+    return None if not d else Timing(median_ms=d["median_ms"], iqr_ms=d["iqr_ms"], reps=int(d["reps"]))

@@ -1,0 +1,198 @@
+"""Starting isolated worker processes: a zygote (optionally inside bubblewrap) that forks one worker per evaluation.
+
+Isolation for untrusted code, in layers:
+- bubblewrap when available: read-only root, private /tmp, home directories hidden (only the Python installation and
+  the project are bound back, read-only), no network, its own PID namespace, dies with the driver;
+- always: an environment built from an allow-list (no API keys or other secrets of the driver), a new session per
+  worker so the whole process group is killed on timeout, a private temporary working directory that also holds the
+  Triton and torch-extension caches, and resource limits (address space on CPU, CPU time, no core files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LOG_LIMIT_BYTES = 64 * 1024
+
+
+class SandboxError(Exception):
+    """The zygote could not be started or stopped answering."""
+
+
+def scrubbed_environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONNOUSERSITE"] = "1"
+    env["HOME"] = "/tmp"
+    return env
+
+
+def bwrap_available() -> bool:
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False
+    try:
+        probe = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev",
+                                "--proc", "/proc", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def _bwrap_prefix(device: str) -> list[str]:
+    args = ["bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc",
+            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+    home = Path(os.path.expanduser("~"))
+    hidden = [p for p in (home, Path("/home"), Path("/root")) if p.is_dir()]
+    for h in dict.fromkeys(hidden):
+        args += ["--tmpfs", str(h)]
+    needed = {Path(sys.prefix), Path(sys.base_prefix), PROJECT_ROOT, *map(Path, sys.path[1:])}
+    for p in sorted(needed, key=lambda q: len(q.parts)):
+        if p.exists() and any(_under(p, h) for h in hidden):
+            args += ["--ro-bind", str(p), str(p)]
+    if device == "cuda":
+        for dev in sorted(Path("/dev").glob("nvidia*")):
+            args += ["--dev-bind", str(dev), str(dev)]
+    return args + ["--"]
+
+
+def _under(p: Path, root: Path) -> bool:
+    try:
+        p.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+@dataclass
+class WorkerHandle:
+    sock: socket.socket
+    pid: int
+    log: bytearray
+    _reader: threading.Thread
+
+    def log_text(self) -> str:
+        self._reader.join(timeout=0.5)
+        return self.log.decode("utf-8", "replace")
+
+
+class Zygote:
+    """One warm parent process; `spawn` forks a fresh isolated worker from it."""
+
+    def __init__(self, device: str, role: str, isolation: str = "auto"):
+        self.device, self.role = device, role
+        if isolation == "auto":
+            isolation = "bwrap" if role == "candidate" and bwrap_available() else "process"
+        if isolation == "bwrap" and not bwrap_available():
+            raise SandboxError("bubblewrap (bwrap) was asked for but does not work here; install it or use --sandbox process")
+        self.isolation = isolation
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._reader = None
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role]
+        if self.isolation == "bwrap":
+            cmd = _bwrap_prefix(self.device) + cmd
+        env = scrubbed_environment() if self.role == "candidate" else {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        self._proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], env=env, cwd="/tmp",
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      start_new_session=True)
+        theirs.close()
+        self._control = ours
+        self._reader = ours.makefile("rb")
+        line = self._readline(timeout_s=120)
+        if not line.get("ready"):
+            raise SandboxError("the evaluation zygote did not start")
+
+    def _readline(self, timeout_s: float) -> dict:
+        assert self._control is not None and self._reader is not None
+        self._control.settimeout(timeout_s)
+        try:
+            raw = self._reader.readline()
+        except (TimeoutError, OSError):
+            raw = b""
+        if not raw:
+            err = b""
+            if self._proc and self._proc.poll() is not None and self._proc.stderr:
+                err = self._proc.stderr.read()[-2000:]
+            self._stop()
+            raise SandboxError(f"the evaluation zygote stopped answering {err.decode(errors='replace')}".strip())
+        return json.loads(raw)
+
+    def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0) -> WorkerHandle:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            ours, theirs = socket.socketpair()
+            log_r, log_w = os.pipe()
+            request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
+                       "cpu_limit_s": cpu_limit_s}
+            try:
+                socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w])
+                reply = self._readline(timeout_s=30)
+            finally:
+                theirs.close()
+                os.close(log_w)
+        log = bytearray()
+        reader = threading.Thread(target=_drain, args=(log_r, log), daemon=True)
+        reader.start()
+        return WorkerHandle(sock=ours, pid=int(reply["pid"]), log=log, _reader=reader)
+
+    def kill(self, handle: WorkerHandle) -> None:
+        try:
+            handle.sock.close()
+        except OSError:
+            pass
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                return
+            try:
+                self._control.sendall(json.dumps({"kill": handle.pid}).encode())  # type: ignore[union-attr]
+                self._readline(timeout_s=10)
+            except (SandboxError, OSError):
+                self._stop()
+
+    def _stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+        for closable in (self._reader, self._control):
+            try:
+                if closable is not None:
+                    closable.close()
+            except OSError:
+                pass
+        self._proc = self._control = self._reader = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+def _drain(fd: int, buf: bytearray) -> None:
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while True:
+            chunk = f.read(65536)
+            if not chunk:
+                return
+            if len(buf) < LOG_LIMIT_BYTES:
+                buf += chunk[: LOG_LIMIT_BYTES - len(buf)]

@@ -1,0 +1,65 @@
+"""The timing protocol: one timed call (inside a worker) and the statistics the driver stops on.
+
+CPU: a monotonic nanosecond clock around the call. GPU: CUDA events around the call followed by a device-wide
+synchronize (so work left on side streams is inside the measurement), with the L2 cache flushed before each call.
+Every primitive is captured when this module is imported, before any candidate code exists.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+
+_now_ns = time.perf_counter_ns
+L2_FLUSH_BYTES = 256 * 2**20  # at least twice the L2 of current GPUs (H100: 50 MiB, B200: 126 MiB)
+
+
+class CallTimer:
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self._sync: Callable[[], None] = torch._C._cuda_synchronize
+            self._event = torch.cuda.Event
+            self._record = torch.cuda.Event.record
+            self._elapsed = torch.cuda.Event.elapsed_time
+            self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+
+    def sync(self) -> None:
+        if self.cuda:
+            self._sync()
+
+    def time_call(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, Any]:
+        """Milliseconds of one call, and its result."""
+        if not self.cuda:
+            t0 = _now_ns()
+            out = fn(*args)
+            t1 = _now_ns()
+            return (t1 - t0) / 1e6, out
+        self._flush_buf.zero_()
+        start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+        self._sync()
+        self._record(start)
+        out = fn(*args)
+        self._sync()
+        self._record(end)
+        self._sync()
+        return float(self._elapsed(start, end)), out
+
+
+def relative_standard_error(samples_ms: list[float]) -> float:
+    """Standard error of the mean over the median: the stopping rule for repetitions."""
+    if len(samples_ms) < 2:
+        return math.inf
+    med = statistics.median(samples_ms)
+    if med <= 0:
+        return math.inf
+    return statistics.stdev(samples_ms) / math.sqrt(len(samples_ms)) / med
+
+
+def now_ms() -> float:
+    return _now_ns() / 1e6

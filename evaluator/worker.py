@@ -1,0 +1,277 @@
+"""The command loop shared by the reference worker (trusted) and the candidate worker (sandboxed).
+
+Both sides run the very same code for inputs, calls and timing, so reference and candidate are measured by one method.
+The driver sends commands over the private channel; nothing here decides a verdict: the worker reports facts (outputs,
+launch counts, ops, timings, problems it saw) and the driver judges them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluator import timing
+from evaluator.guards import Guards, OpTrace, same_bits
+from evaluator.task_runtime import TaskRuntime, as_outputs, describe
+from evaluator.wire import Channel, ChannelClosed
+
+CANDIDATE_MODULE = "opforge_candidate"
+
+
+class Worker:
+    def __init__(self, channel: Channel, role: str, guards: Guards | None):
+        self.ch = channel
+        self.role = role  # "reference" | "candidate"
+        self.guards = guards
+        self.rt: TaskRuntime | None = None
+        self.model_cls: Any = None
+        self.models: dict[int, torch.nn.Module] = {}
+        self.init_seeds: list[int] = []
+        self.timer: timing.CallTimer | None = None
+        self.grad = False
+
+    # -- commands -------------------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            try:
+                cmd, _ = self.ch.recv()
+            except ChannelClosed:
+                return
+            name = cmd.get("cmd")
+            if name == "exit":
+                return
+            try:
+                getattr(self, f"cmd_{name}")(cmd)
+            except ChannelClosed:
+                return
+            except Exception as exc:  # a failure of the code under test, reported as data
+                self.ch.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
+
+    def cmd_load(self, cmd: dict[str, Any]) -> None:
+        device = torch.device(cmd["device"])
+        try:
+            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device))
+        except Exception as exc:
+            self.ch.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
+            return
+        self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
+        self.init_seeds = list(cmd["init_seeds"])
+        self.timer = timing.CallTimer(device)
+        self.models.clear()
+        if self.role == "reference":
+            self.model_cls = self.rt.module.Model
+            tol = getattr(self.rt.module, "TOLERANCE", None)
+            self.ch.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
+                          [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
+                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
+            return
+        assert self.guards is not None
+        path = Path(os.getcwd()) / "candidate.py"
+        path.write_text(cmd["candidate_source"])
+        self.guards.take_snapshot()
+        try:
+            spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            sys.modules[CANDIDATE_MODULE] = module
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a failure too
+            from evaluator.cuda_build import CompileFailed, NoCudaDevice
+            if isinstance(exc, NoCudaDevice):
+                self.ch.send({"status": "runtime_error", "reason": str(exc)})
+            elif isinstance(exc, CompileFailed):
+                self.ch.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
+                              "log": str(exc)})
+            else:
+                self.ch.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
+                              "log": _tail()})
+            return
+        if self._refuse_if_tampered("while being imported"):
+            return
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
+            self.ch.send({"status": "compile_error", "reason": "the candidate defines no class ModelNew(nn.Module)"})
+            return
+        self.model_cls = model_cls
+        self.ch.send({"status": "ready", "variants": len(self.rt.variants)})
+
+    def cmd_run(self, cmd: dict[str, Any]) -> None:
+        """One correctness call: fresh inputs from the seed, outputs back, and what was seen during the call."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        variant = int(cmd["variant"])
+        model = self._model(variant)
+        inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
+        before = [self._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+        launches0 = self.guards.launch_total() if self.guards else 0
+        cuda = timer.cuda
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+            base_bytes = torch.cuda.memory_allocated()
+        trace = OpTrace() if cmd.get("trace") else None
+        with torch.set_grad_enabled(self.grad):
+            if trace is not None:
+                with trace:
+                    out = model(*inputs)
+            else:
+                out = model(*inputs)
+        timer.sync()
+        outputs = as_outputs(out)
+        report: dict[str, Any] = {"status": "ran", "ops": sorted(trace.ops) if trace else [],
+                                  "outputs": describe(outputs)}
+        if cmd.get("describe_inputs"):
+            report["inputs"] = describe(inputs)
+        if cuda:
+            report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
+        if self.guards is not None:
+            report["launches"] = self.guards.launch_total() - launches0
+            problem = self._problem(outputs, inputs, before)
+            if problem:
+                self.ch.send({"status": "rejected", "reason": problem})
+                return
+        tensors = [self._clone(o) for o in outputs if isinstance(o, torch.Tensor)]
+        if len(tensors) != len(outputs):
+            self.ch.send({"status": "incorrect", "reason": "the forward returned something that is not a tensor"})
+            return
+        self.ch.send(report, [] if rt.device.type == "meta" else tensors)
+
+    def cmd_time(self, cmd: dict[str, Any]) -> None:
+        """Timed calls on fresh inputs; after each, the driver says whether to send that call's outputs back."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        variant = int(cmd["variant"])
+        model = self._model(variant)
+        seed: int | None = int(cmd["seed"])
+        warm_inputs = rt.inputs(variant, seed)
+        deadline = timing.now_ms() + float(cmd.get("warmup_ms", 0.0))
+        with torch.set_grad_enabled(self.grad):
+            while timing.now_ms() < deadline:
+                timer.time_call(model, warm_inputs)
+            del warm_inputs
+            while seed is not None:
+                inputs = rt.inputs(variant, seed)
+                ms, out = timer.time_call(model, inputs)
+                kept = [self._clone(o) for o in as_outputs(out) if isinstance(o, torch.Tensor)]
+                problem = self._problem(as_outputs(out), inputs, None) if self.guards else None
+                if problem:
+                    self.ch.send({"status": "rejected", "reason": f"during timing: {problem}"})
+                    return
+                del out, inputs
+                self.ch.send({"status": "rep", "ms": ms})
+                reply, _ = self.ch.recv()
+                if reply.get("keep"):
+                    self.ch.send({"status": "kept"}, kept)
+                del kept
+                seed = reply.get("next_seed")
+        self.ch.send({"status": "timed"})
+
+    def cmd_batch(self, cmd: dict[str, Any]) -> None:
+        """Build inputs for every seed, then (if asked) call the model on each once; the driver times the round trip."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        variant = int(cmd["variant"])
+        model = self._model(variant)
+        batches = [rt.inputs(variant, int(s)) for s in cmd["seeds"]]
+        timer.sync()
+        if cmd.get("calls"):
+            with torch.set_grad_enabled(self.grad):
+                for inputs in batches:
+                    model(*inputs)
+            timer.sync()
+        problem = self._refuse_reason()
+        self.ch.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
+
+    def cmd_profile(self, cmd: dict[str, Any]) -> None:
+        """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        model = self._model(0)
+        inputs = rt.inputs(0, int(cmd["seed"]))
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
+        with torch.set_grad_enabled(self.grad), profile(activities=activities) as prof:
+            model(*inputs)
+            timer.sync()
+        metrics: dict[str, float] = {}
+        events = sorted(prof.key_averages(), key=lambda e: -_self_time_us(e, timer.cuda))[:12]
+        for e in events:
+            metrics[f"{e.key} self_{'cuda' if timer.cuda else 'cpu'}_us"] = round(_self_time_us(e, timer.cuda), 3)
+        if self.guards is not None:
+            for label, n in self.guards.launches.items():
+                metrics[f"launches.{label}"] = float(n)
+        self.ch.send({"status": "profiled", "profile": metrics})
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+    def _model(self, variant: int) -> torch.nn.Module:
+        if variant not in self.models:
+            assert self.rt is not None
+            seed = self.init_seeds[variant]
+            reference = self.rt.reference_model(variant, seed)
+            if self.role == "reference":
+                self.models[variant] = reference
+            else:
+                state = reference.state_dict()
+                del reference
+                init = self.rt.init_inputs(variant)
+                torch.manual_seed(seed)
+                model = self.model_cls(*init)
+                own = model.state_dict()
+                matching = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+                model.load_state_dict(matching, strict=False)
+                self.models[variant] = model.to(self.rt.device)
+        return self.models[variant]
+
+    def _clone(self, t: torch.Tensor) -> torch.Tensor:
+        return self.guards.clone(t).detach() if self.guards else t.detach().clone()
+
+    def _problem(self, outputs: list[Any], inputs: list[Any], before: list[Any] | None) -> str | None:
+        assert self.guards is not None
+        reason = self._refuse_reason()
+        if reason:
+            return reason
+        reason = self.guards.output_problem(outputs, inputs)
+        if reason:
+            return reason
+        if before is not None:
+            for i, (x, x0) in enumerate(zip(inputs, before)):
+                if isinstance(x, torch.Tensor) and not same_bits(x, x0):
+                    return f"the candidate modified input {i} (inputs must be left unchanged)"
+        return None
+
+    def _refuse_reason(self) -> str | None:
+        if self.guards is None:
+            return None
+        changed = self.guards.tampered()
+        if changed:
+            return f"the candidate replaced {changed}, which the harness relies on"
+        extra = self.guards.extra_threads()
+        if extra > 0:
+            return f"the candidate left {extra} thread(s) running after returning"
+        return None
+
+    def _refuse_if_tampered(self, when: str) -> bool:
+        reason = self._refuse_reason()
+        if reason:
+            self.ch.send({"status": "rejected", "reason": f"{reason} ({when})"})
+        return bool(reason)
+
+
+def _self_time_us(event: Any, cuda: bool) -> float:
+    if cuda:
+        return float(getattr(event, "self_device_time_total", 0.0) or getattr(event, "self_cuda_time_total", 0.0))
+    return float(event.self_cpu_time_total)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    msg = text[0] if text else ""
+    return f"{type(exc).__name__}: {msg}"[:300] if msg else type(exc).__name__
+
+
+def _tail() -> str:
+    return traceback.format_exc()[-4000:]

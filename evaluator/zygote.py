@@ -1,0 +1,150 @@
+"""A warm parent that forks one worker per evaluation (started by `sandbox.py`, possibly inside bubblewrap).
+
+It imports torch and Triton once, never initialises CUDA and never runs candidate code itself. For each request on
+its control socket it receives the worker's channel socket and log pipe (SCM_RIGHTS), forks, and the child becomes an
+isolated worker: a new session (its own process group), a fresh private temporary directory as working directory and
+as Triton/torch-extension cache, resource limits, and stdout/stderr sent to the log pipe.
+
+Run as: python -m evaluator.zygote CONTROL_FD DEVICE ROLE
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+
+
+def _prepare_environment(device: str) -> None:
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _set_limits(memory_bytes: int, cpu_s: int) -> None:
+    def lower(which: int, value: int) -> None:
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+    if memory_bytes > 0:
+        lower(resource.RLIMIT_AS, memory_bytes)
+    if cpu_s > 0:
+        lower(resource.RLIMIT_CPU, cpu_s)
+    lower(resource.RLIMIT_CORE, 0)
+    lower(resource.RLIMIT_FSIZE, 4 * 2**30)
+
+
+def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) -> None:
+    os.setsid()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    os.chdir(workdir)
+    for var in ("TMPDIR", "HOME"):
+        os.environ[var] = workdir
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch-extensions")
+    tempfile.tempdir = workdir
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+
+    from evaluator.wire import Channel
+    from evaluator.worker import Worker
+
+    guards = None
+    if role == "candidate":
+        from evaluator.guards import Guards
+        guards = Guards()
+        guards.install_launch_counters(cuda_available=request["device"] == "cuda")
+        _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
+    channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])
+    Worker(channel, role, guards).serve()
+
+
+def main() -> None:
+    control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    _prepare_environment(device)
+    import torch  # noqa: F401 - warm imports shared by every forked worker
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except ImportError:
+        pass
+    import evaluator.guards  # noqa: F401
+    import evaluator.worker  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+    import torch.profiler  # noqa: F401
+
+    control = socket.socket(fileno=control_fd)
+    children: dict[int, str] = {}
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    control.sendall(b'{"ready": true}\n')
+    while True:
+        _reap(children)
+        try:
+            msg, fds, _, _ = socket.recv_fds(control, 65536, 2)
+        except OSError:
+            break
+        if not msg:
+            break
+        request = json.loads(msg)
+        if "kill" in request:
+            pid = int(request["kill"])
+            if pid in children:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+                shutil.rmtree(children.pop(pid), ignore_errors=True)
+            control.sendall(b'{"killed": true}\n')
+            continue
+        chan_fd, log_fd = fds
+        workdir = tempfile.mkdtemp(prefix="opforge-eval-")
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            code = 0
+            try:
+                _child(request, chan_fd, log_fd, workdir, role)
+            except BaseException:  # noqa: BLE001
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(chan_fd)
+        os.close(log_fd)
+        children[pid] = workdir
+        control.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    for pid in list(children):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(children, block=True)
+
+
+def _reap(children: dict[int, str], block: bool = False) -> None:
+    for pid in list(children):
+        try:
+            done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            shutil.rmtree(children.pop(pid), ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""The `opforge` command line: one module per command under `opforge/commands/`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from opforge import __version__
+
+# Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.
+COMMAND_MODULES = ("eval", "task", "optimize", "runs", "db")
+
+
+class UsageError(Exception):
+    """Bad input from the user: one readable sentence, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opforge",
+        description="Make PyTorch operators faster with generated Triton/CUDA kernels, verified and timed by a "
+                    "trusted evaluator.",
+    )
+    parser.add_argument("--version", action="version", version=f"opforge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"opforge.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"opforge.commands.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except UsageError as exc:
+        print(f"opforge: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("opforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
