@@ -1,0 +1,98 @@
+"""Built-in benchmark suites and the loader that finds their task files.
+
+A suite is a folder of KernelBench problem files (`NAME.py`). A built-in suite lives in a sub-folder of this
+package and may put a seed kernel (`NAME.seed.py`, a candidate defining `ModelNew`) beside a task. Any other
+folder of KernelBench files is a suite too; it simply has no seeds.
+
+This module is data plus its loader: it imports nothing from the rest of the project.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SUITES_DIR = Path(__file__).resolve().parent
+SEED_SUFFIX = ".seed.py"
+
+
+def _is_task_file(path: Path) -> bool:
+    return (
+        path.is_file()
+        and path.suffix == ".py"
+        and path.name != "__init__.py"
+        and not path.name.endswith(SEED_SUFFIX)
+    )
+
+
+def _natural_key(path: Path) -> list:
+    """Sort `2_Foo.py` before `10_Bar.py`, as KernelBench numbers its problems."""
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", path.name)]
+
+
+def _tasks_in(folder: Path) -> list[Path]:
+    return sorted((p for p in folder.iterdir() if _is_task_file(p)), key=_natural_key)
+
+
+def list_suites() -> list[str]:
+    """Names of the built-in suites (sub-folders of `SUITES_DIR` that hold at least one task file)."""
+    return sorted(
+        d.name
+        for d in SUITES_DIR.iterdir()
+        if d.is_dir() and not d.name.startswith(("_", ".")) and _tasks_in(d)
+    )
+
+
+def suite_tasks(name_or_path: str | Path) -> list[Path]:
+    """Task files of a built-in suite (by name) or of a folder (by path), in natural order.
+
+    Files ending in `.seed.py` and `__init__.py` are not tasks. A bare name that is a built-in suite wins
+    over a folder of the same name in the working directory; write `./tiny` to mean the folder.
+    """
+    text = str(name_or_path)
+    if isinstance(name_or_path, str) and text in list_suites():
+        return _tasks_in(SUITES_DIR / text)
+    folder = Path(name_or_path).expanduser()
+    if not folder.is_dir():
+        raise ValueError(
+            f"{text!r} is neither a built-in suite nor a folder: "
+            f"use one of {', '.join(list_suites()) or '(none)'} or the path of a folder of task files."
+        )
+    tasks = _tasks_in(folder)
+    if not tasks:
+        raise ValueError(
+            f"The folder {folder} holds no task files: put KernelBench problem files (NAME.py) in it."
+        )
+    return tasks
+
+
+def seed_for(task_path: Path | str) -> Path | None:
+    """The seed kernel `NAME.seed.py` beside the task `NAME.py`, or None when there is none."""
+    task_path = Path(task_path)
+    seed = task_path.with_name(task_path.stem + SEED_SUFFIX)
+    return seed if seed.is_file() else None
+
+
+def builtin_task(name: str) -> Path:
+    """The built-in task file called `name` (e.g. "softmax"), searched in every suite.
+
+    `"suite/name"` picks a suite explicitly; a trailing `.py` is accepted.
+    """
+    wanted = name.removesuffix(".py")
+    suite, _, stem = wanted.rpartition("/")
+    matches = [
+        task
+        for suite_name in list_suites()
+        if not suite or suite == suite_name
+        for task in suite_tasks(suite_name)
+        if task.stem == stem
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        choices = ", ".join(f"{m.parent.name}/{m.stem}" for m in matches)
+        raise ValueError(f"The built-in task name {name!r} is in several suites: name one of {choices}.")
+    available = ", ".join(
+        f"{suite_name}/{task.stem}" for suite_name in list_suites() for task in suite_tasks(suite_name)
+    )
+    raise ValueError(f"There is no built-in task called {name!r}: choose one of {available}.")

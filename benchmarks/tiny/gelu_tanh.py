@@ -1,0 +1,26 @@
+"""GELU with the tanh approximation over a 2-D fp32 tensor (elementwise)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 256
+DIM = 1024
+
+SHAPES = [{"BATCH": 257, "DIM": 1000}, {"BATCH": 1, "DIM": 7}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate="tanh")
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM) * 3.0]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,26 @@
+"""Mean squared error between two 2-D fp32 tensors (full reduction to a 0-d scalar)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 64
+DIM = 1024
+
+SHAPES = [{"BATCH": 67, "DIM": 1000}, {"BATCH": 1, "DIM": 7}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(predictions, targets)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.rand(BATCH, DIM) * 2.0]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,25 @@
+"""Softmax over the last dimension of a 2-D fp32 tensor (row-wise)."""
+
+import torch
+import torch.nn as nn
+
+BATCH = 64
+DIM = 1024
+
+SHAPES = [{"BATCH": 67, "DIM": 1000}, {"BATCH": 3, "DIM": 4099}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM) * 4.0]
+
+
+def get_init_inputs():
+    return []
