@@ -110,6 +110,12 @@ class Zygote:
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device) + cmd
         env = scrubbed_environment() if self.role == "candidate" else {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        if self.device == "cpu":
+            # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
+            # library functions are built as interpreted or compiled at import time.
+            env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)
         self._proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], env=env, cwd="/tmp",
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       start_new_session=True)

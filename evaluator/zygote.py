@@ -21,8 +21,8 @@ import tempfile
 
 
 def _prepare_environment(device: str) -> None:
-    if device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"
+    if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
+        raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

@@ -1,0 +1,115 @@
+"""The `opforge eval` and `opforge task check` interface that scripts and CI depend on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator import Candidate, EvalConfig, Status, TaskError, evaluate, load_candidate, load_task
+from opforge.commands.eval import summary
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "benchmarks" / "tiny"
+
+
+def opforge(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "opforge", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+
+
+def test_eval_json_prints_exactly_one_object_with_the_contract_fields():
+    proc = opforge("eval", str(TINY / "relu.py"), str(TINY / "relu.seed.py"), "--json", "--device", "cpu",
+                   "--timing-s", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    data = json.loads(lines[0])
+    for key in ("status", "reason", "speedup", "timing", "max_abs_error", "peak_memory_bytes", "energy_j", "device"):
+        assert key in data
+    assert data["status"] == "ok", data["reason"]
+    assert data["speedup"] > 0
+    assert data["timing"]["candidate"]["median_ms"] > 0 and data["timing"]["reference"]["iqr_ms"] >= 0
+    assert data["device"]["interpreted"] is True
+
+
+def test_eval_readable_summary_names_status_and_speedup():
+    result = evaluate(load_task(TINY / "row_sum.py"), load_candidate(TINY / "row_sum.seed.py"),
+                      EvalConfig(device="cpu", max_timing_s=0.3))
+    text = summary(result, "row_sum.seed.py", "row_sum")
+    assert text.startswith("OK"), text
+    assert "speedup" in text and "Triton interpreter" in text
+
+
+@pytest.mark.parametrize("body, status", [
+    ("this is not python(", Status.COMPILE_ERROR),
+    ("import torch\nclass NotIt(torch.nn.Module):\n    pass\n", Status.COMPILE_ERROR),
+    ("import torch\nraise RuntimeError('boom at import')\n", Status.COMPILE_ERROR),
+])
+def test_broken_candidates_are_verdicts_not_errors(body: str, status: Status):
+    result = evaluate(load_task(TINY / "relu.py"), Candidate.from_source(body), EvalConfig(device="cpu"))
+    assert result.status == status
+    assert result.reason
+
+
+def test_missing_file_exits_2_with_one_sentence_naming_it(tmp_path: Path):
+    proc = opforge("eval", str(tmp_path / "nope.py"), str(TINY / "relu.seed.py"), "--json")
+    assert proc.returncode == 2
+    assert "nope.py" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("body, words", [
+    ("def broken(:\n", "syntax error"),
+    ("import torch\nclass Model(torch.nn.Module):\n    pass\n", "get_inputs"),
+    ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+     "def get_inputs():\n    return ['not a tensor']\ndef get_init_inputs():\n    return []\n", "tensors"),
+    ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+     "def get_inputs():\n    raise ValueError('bad sizes')\ndef get_init_inputs():\n    return []\n", "bad sizes"),
+])
+def test_unusable_task_is_one_sentence_naming_file_and_problem(tmp_path: Path, body: str, words: str):
+    task = tmp_path / "mytask.py"
+    task.write_text(body)
+    with pytest.raises(TaskError) as info:
+        evaluate(load_task(task), load_candidate(TINY / "relu.seed.py"), EvalConfig(device="cpu"))
+    message = str(info.value)
+    assert "mytask.py" in message and words in message
+    assert "\n" not in message
+
+
+def test_unusable_task_exits_2_without_traceback(tmp_path: Path):
+    task = tmp_path / "mytask.py"
+    task.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                    "def get_inputs():\n    raise ValueError('bad sizes')\ndef get_init_inputs():\n    return []\n")
+    proc = opforge("eval", str(task), str(TINY / "relu.seed.py"), "--device", "cpu", "--json")
+    assert proc.returncode == 2, proc.stdout
+    assert "mytask.py" in proc.stderr and "bad sizes" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_task_check_reports_shapes_of_every_variant_and_meta_needs_no_memory(tmp_path: Path):
+    proc = opforge("task", "check", str(TINY / "softmax.py"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["outputs"][0] == [{"shape": [64, 1024], "dtype": "float32"}]
+    assert len(data["variants"]) == 3
+    huge = tmp_path / "huge.py"
+    huge.write_text("import torch\nN = 2**40\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.relu(x) * 2\ndef get_inputs():\n    return [torch.randn(N)]\n"
+                    "def get_init_inputs():\n    return []\n")
+    proc = opforge("task", "check", str(huge), "--meta", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outputs"][0][0]["shape"] == [2**40]
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]):
+    from opforge.cli import build_parser
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"eval", "task"} <= set(commands)
+    for name, sub in commands.items():
+        assert sub.description, f"opforge {name} has no description"
+        assert "usage:" in sub.format_help()
