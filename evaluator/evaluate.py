@@ -137,19 +137,25 @@ class LocalEvaluator:
         cand.request({**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
                      "importing and compiling the candidate")
 
-        plan = [(0, "task")] * max(cfg.trials, 1) + [(0, "normal")]
+        probe_seed = fresh_seed()
+        # (variant, distribution, probe): probes call once on other inputs first, then on the trial's inputs
+        # refilled into the same tensors ("same-tensors") or on a copy with a few elements changed ("near-copy").
+        plan: list[tuple[int, str, str | None]] = [(0, "task", None)] * max(cfg.trials, 1) + [(0, "normal", None)]
+        plan += [(0, "task", "same-tensors"), (0, "perturbed", "near-copy")]
         for v in range(1, n_variants):
-            plan += [(v, "task"), (v, "normal")]
+            plan += [(v, "task", None), (v, "normal", None)]
         trials: list[dict[str, Any]] = []
         launches = 0
         worst_abs = worst_rel = 0.0
         ref_ops: set[str] = set()
         cand_ops: set[str] = set()
         peak = ref_peak = None
-        for i, (variant, dist) in enumerate(plan):
-            seed = fresh_seed()
+        for i, (variant, dist, probe) in enumerate(plan):
+            seed = probe_seed if probe == "near-copy" else fresh_seed()
             run = {"cmd": "run", "variant": variant, "seed": seed, "distribution": dist, "trace": i == 0}
             expected_reply, expected = ref.request(run, cfg.run_timeout_s, "computing expected outputs")
+            if probe is not None:
+                run |= {"prime_seed": probe_seed, "reuse_tensors": probe == "same-tensors"}
             timeout = cfg.compile_timeout_s if i == 0 or variant != plan[i - 1][0] else cfg.run_timeout_s
             got_reply, got = cand.request(run, timeout, f"correctness trial {i + 1}")
             launches += int(got_reply.get("launches", 0))
@@ -158,11 +164,14 @@ class LocalEvaluator:
                 peak, ref_peak = got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")
             verdict = compare(expected, got, tolerance)
             worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
-            trials.append({"variant": variant, "distribution": dist, "max_abs_error": verdict.max_abs_error,
+            trials.append({"variant": variant, "distribution": dist, "probe": probe, "max_abs_error": verdict.max_abs_error,
                            "max_rel_error": verdict.max_rel_error, "ok": verdict.ok})
             if not verdict.ok:
                 where = f"shape variant {variant}" if variant else "the benchmark shape"
-                inputs = "standard-normal inputs" if dist == "normal" else "the task's inputs"
+                inputs = {"normal": "standard-normal inputs", "perturbed": "inputs nearly equal to an earlier call's"
+                          }.get(dist, "the task's inputs")
+                if probe == "same-tensors":
+                    inputs = "new values in the same input tensors as an earlier call"
                 return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",
                                   max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev, log=cand.log(),
                                   trials=tuple(trials))

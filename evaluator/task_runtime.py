@@ -48,7 +48,9 @@ class TaskRuntime:
         return list(self.module.get_init_inputs())
 
     def inputs(self, variant: int, seed: int, distribution: str = "task") -> list[Any]:
-        """The task's inputs for one trial; distribution 'normal' redraws every float tensor from N(0, 1) * 4."""
+        """The task's inputs for one trial. Distribution 'normal' redraws every float tensor from N(0, 1) * 4;
+        'perturbed' is the task's draw with a single element of one float input changed by at least 1 (a probe for
+        caches keyed on a sample of the input's values)."""
         self._apply(variant)
         torch.manual_seed(seed)
         if self.device.type == "meta":
@@ -70,6 +72,14 @@ class TaskRuntime:
                     x = (torch.randn(x.shape, generator=gen, dtype=torch.float32) * NORMAL_SCALE).to(x.dtype)
                 x = x.to(self.device)
             out.append(x)
+        floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.numel()]
+        if distribution == "perturbed" and floats:
+            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen))]
+            x = out[which].clone()
+            spot = int(torch.randint(0, x.numel(), (1,), generator=gen))
+            delta = float(torch.randn((), generator=gen))
+            x.view(-1)[spot] += (1.0 + abs(delta)) * (1 if delta >= 0 else -1)
+            out[which] = x
         return out
 
     def reference_model(self, variant: int, init_seed: int) -> torch.nn.Module:

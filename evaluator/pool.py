@@ -1,0 +1,288 @@
+"""Runners: where evaluations run. `LocalRunner` uses threads over one `LocalEvaluator` in this process; `RayRunner`
+spreads them over Ray actors (one per GPU, or a few CPU actors), replacing actors that die and recycling old ones.
+
+A runner receives only `(Task, Candidate, EvalConfig)` and resolves a `concurrent.futures.Future` to an `EvalResult`.
+It never raises for a candidate's problem: a failure is a status. The one exception a future can carry is `TaskError`
+(the task itself is unusable), which the driver must stop on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from evaluator.candidate import Candidate
+from evaluator.config import EvalConfig
+from evaluator.evaluate import LocalEvaluator
+from evaluator.result import EvalResult, Status
+from evaluator.task import Task, TaskError
+
+DEFAULT_CPU_WORKERS = 2
+DEFAULT_RECYCLE_AFTER = 200      # evaluations per actor before it is replaced (leaks, fragmentation, stale caches)
+ATTEMPTS_PER_EVALUATION = 2      # the first try and one retry on a fresh actor
+RAY_OBJECT_STORE_BYTES = 128 * 2**20
+
+
+class Runner(Protocol):
+    """Evaluates candidates somewhere; `capacity` evaluations run at once."""
+
+    @property
+    def capacity(self) -> int: ...
+
+    def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]: ...
+
+    def close(self) -> None: ...
+
+
+def evaluate_safely(evaluator: LocalEvaluator, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:
+    """The evaluator's verdict; anything unexpected becomes `crashed` (a `TaskError` propagates: the task is bad)."""
+    try:
+        return evaluator.evaluate(task, candidate, cfg)
+    except TaskError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a runner turns every failure into a status
+        return EvalResult(Status.CRASHED, f"the evaluator failed: {exc.__class__.__name__}: {exc}".rstrip(": "))
+
+
+class LocalRunner:
+    """`workers` evaluations at once on threads of this process, all through one `LocalEvaluator`."""
+
+    def __init__(self, workers: int = 1, sandbox: str = "auto", evaluator: LocalEvaluator | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"LocalRunner needs at least one worker, not {workers}.")
+        self._workers = workers
+        self._own_evaluator = evaluator is None
+        self._evaluator = evaluator or LocalEvaluator(sandbox)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="opforge-eval")
+
+    @property
+    def capacity(self) -> int:
+        return self._workers
+
+    def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]:
+        return self._pool.submit(evaluate_safely, self._evaluator, task, candidate, cfg)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._own_evaluator:
+            self._evaluator.close()
+
+
+class EvaluatorActor:
+    """The body of a Ray actor: one `LocalEvaluator` (its zygotes stay warm between evaluations)."""
+
+    def __init__(self, sandbox: str = "auto") -> None:
+        self._evaluator = LocalEvaluator(sandbox)
+
+    def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:
+        return evaluate_safely(self._evaluator, task, candidate, cfg)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def close(self) -> None:
+        self._evaluator.close()
+
+
+@dataclass
+class _Job:
+    task: Task
+    candidate: Candidate
+    cfg: EvalConfig
+    future: Future[EvalResult]
+    attempts: int = 0
+
+
+@dataclass
+class _Slot:
+    actor: Any = None            # a Ray actor handle, created when a job needs it
+    evaluations: int = 0
+    job: _Job | None = None
+    ref: Any = None              # the ObjectRef of the job's result
+
+
+@dataclass(frozen=True, slots=True)
+class RayStats:
+    actors_started: int
+    actors_died: int
+    actors_recycled: int
+    retried: int
+
+
+class RayRunner:
+    """Evaluations on Ray: one actor per GPU (`num_gpus=1`) where the cluster has GPUs, otherwise `workers` CPU actors.
+
+    `address` (or $RAY_ADDRESS) joins an existing cluster; without one a small local Ray is started (and shut down
+    by `close`). An actor that dies is replaced and its evaluation retried once on the fresh actor; a second death
+    records `crashed`. Actors are replaced after `recycle_after` evaluations.
+    """
+
+    def __init__(self, workers: int = DEFAULT_CPU_WORKERS, address: str | None = None, sandbox: str = "auto",
+                 recycle_after: int = DEFAULT_RECYCLE_AFTER) -> None:
+        import ray
+
+        if workers < 1:
+            raise ValueError(f"RayRunner needs at least one worker, not {workers}.")
+        if recycle_after < 1:
+            raise ValueError(f"RayRunner: recycle_after must be at least 1, not {recycle_after}.")
+        self._ray = ray
+        self._owns_ray = False
+        if not ray.is_initialized():
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            common: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
+                                      "log_to_driver": False}
+            if address:
+                ray.init(address=address, **common)
+            else:
+                ray.init(num_cpus=max(workers, 1), object_store_memory=RAY_OBJECT_STORE_BYTES, **common)
+            self._owns_ray = True
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
+        if gpus:
+            options["num_gpus"] = 1
+        self._actor_class = ray.remote(**options)(EvaluatorActor)
+        self._sandbox = sandbox
+        self._recycle_after = recycle_after
+        self._slots = [_Slot() for _ in range(gpus or workers)]
+        self.uses_gpus = bool(gpus)
+        self._pending: deque[_Job] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._started = self._died = self._recycled = self._retried = 0
+        self._thread = threading.Thread(target=self._dispatch, name="opforge-ray-dispatch", daemon=True)
+        self._thread.start()
+
+    # -- the Runner protocol ----------------------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return len(self._slots)
+
+    def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]:
+        future: Future[EvalResult] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("RayRunner.submit after close")
+            self._pending.append(_Job(task, candidate, cfg, future))
+        self._wake.set()
+        return future
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            jobs = list(self._pending) + [s.job for s in self._slots if s.job is not None]
+            self._pending.clear()
+        self._wake.set()
+        self._thread.join(timeout=10)
+        for job in jobs:
+            job.future.cancel()
+        for slot in self._slots:
+            self._kill(slot)
+        if self._owns_ray:
+            self._ray.shutdown()
+
+    # -- introspection (progress displays, tests) -------------------------------------------------------------------
+    @property
+    def actors(self) -> tuple[Any, ...]:
+        """The current actor handle of each slot (None where no actor is running)."""
+        with self._lock:
+            return tuple(s.actor for s in self._slots)
+
+    def stats(self) -> RayStats:
+        with self._lock:
+            return RayStats(self._started, self._died, self._recycled, self._retried)
+
+    # -- the dispatcher thread --------------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                self._assign()
+                refs = [s.ref for s in self._slots if s.ref is not None]
+            if not refs:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            ready, _ = self._ray.wait(refs, num_returns=1, timeout=0.2)
+            for ref in ready:
+                self._collect(ref)
+
+    def _assign(self) -> None:
+        for slot in self._slots:
+            if not self._pending:
+                return
+            if slot.job is None:
+                self._start(slot, self._pending.popleft())
+
+    def _start(self, slot: _Slot, job: _Job) -> None:
+        if slot.actor is None:
+            slot.actor = self._actor_class.remote(self._sandbox)
+            slot.evaluations = 0
+            self._started += 1
+        job.attempts += 1
+        slot.job = job
+        slot.ref = slot.actor.evaluate.remote(job.task, job.candidate, job.cfg)
+
+    def _collect(self, ref: Any) -> None:
+        exceptions = self._ray.exceptions
+        with self._lock:
+            slot = next((s for s in self._slots if s.ref is ref), None)
+            if slot is None or slot.job is None:
+                return
+            job, slot.job, slot.ref = slot.job, None, None
+        try:
+            result = self._ray.get(ref)
+        except (exceptions.RayActorError, exceptions.WorkerCrashedError, exceptions.ObjectLostError) as exc:
+            with self._lock:
+                self._died += 1
+                self._kill(slot)
+                if job.attempts < ATTEMPTS_PER_EVALUATION and not self._closed:
+                    self._retried += 1
+                    self._start(slot, job)  # the retry goes to this slot's fresh actor
+                    return
+            _resolve(job.future, EvalResult(
+                Status.CRASHED, f"the evaluation worker died {job.attempts} times while evaluating this candidate "
+                                f"({exc.__class__.__name__})"))
+            return
+        except exceptions.RayTaskError as exc:
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            if isinstance(cause, TaskError):
+                _fail(job.future, TaskError(str(cause)))
+            else:
+                _resolve(job.future, EvalResult(Status.CRASHED, f"the evaluation worker failed: {cause}"))
+            return
+        except Exception as exc:  # noqa: BLE001 - every failure is a status
+            _resolve(job.future, EvalResult(Status.CRASHED, f"the evaluation worker failed: {exc}"))
+            return
+        with self._lock:
+            slot.evaluations += 1
+            if slot.evaluations >= self._recycle_after:
+                self._recycled += 1
+                self._kill(slot)
+        _resolve(job.future, result)
+
+    def _kill(self, slot: _Slot) -> None:
+        actor, slot.actor, slot.evaluations = slot.actor, None, 0
+        if actor is not None:
+            try:
+                self._ray.kill(actor, no_restart=True)  # its zygotes see their control socket close and exit
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+
+def _resolve(future: Future[EvalResult], result: EvalResult) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _fail(future: Future[EvalResult], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
