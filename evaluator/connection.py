@@ -37,20 +37,19 @@ class WorkerConnection:
         try:
             reply, tensors = self.channel.recv(timeout_s)
         except ChannelTimeout:
-            raise Refused(Status.TIMEOUT, f"the {self.role} did not finish {doing} within {timeout_s:g} s",
-                          self.log()) from None
+            raise Refused(Status.TIMEOUT, f"the {self.role} did not finish {doing} within {timeout_s:g} s") from None
         except ChannelClosed:
             raise self._died(doing) from None
         except ProtocolError as exc:
             raise Refused(Status.REJECTED, f"the {self.role} process sent a malformed or forged message on the result "
-                                           f"channel ({exc})", self.log()) from None
+                                           f"channel ({exc})") from None
         status = reply.get("status")
         if status == "task_error":
             raise TaskError(f"{self.task_label}: the task fails to load: {reply.get('reason')}")
         if status in _WORKER_STATUSES:
             if self.role == "reference":
                 raise TaskError(f"{self.task_label}: the reference failed while {doing}: {reply.get('reason')}")
-            raise Refused(Status(status), str(reply.get("reason") or status), str(reply.get("log") or self.log()))
+            raise Refused(Status(status), str(reply.get("reason") or status), str(reply.get("log") or ""))
         return reply, tensors
 
     def request(self, header: dict[str, Any], timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
@@ -60,8 +59,7 @@ class WorkerConnection:
     def _died(self, doing: str) -> Refused:
         if self.role == "reference":
             return TaskError(f"{self.task_label}: the reference process died while {doing}")  # type: ignore[return-value]
-        return Refused(Status.CRASHED, f"the candidate process died while {doing} (crash, abort or os._exit)",
-                       self.log())
+        return Refused(Status.CRASHED, f"the candidate process died while {doing} (crash, abort or os._exit)")
 
     def log(self) -> str:
         return self.handle.log_text()[-8000:]

@@ -9,6 +9,7 @@ above the suspicious threshold, a re-measure by the driver's own clock -> profil
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import secrets
 import threading
 from dataclasses import dataclass
@@ -116,13 +117,16 @@ class LocalEvaluator:
         cand = None
         try:
             cand = self._connect(kind, "candidate", secrets.token_hex(16), cfg, task)
-            return self._run(task, candidate, cfg, kind, dev, ref, cand)
+            result = self._run(task, candidate, cfg, kind, dev, ref, cand)
         except Refused as exc:
-            return EvalResult(exc.status, exc.reason, device=dev, log=exc.log)
+            result = EvalResult(exc.status, exc.reason, device=dev, log=exc.log)
         finally:
             ref.close()
             if cand is not None:
                 cand.close()
+        if cand is not None and not result.log:
+            result = dataclasses.replace(result, log=cand.log())  # complete now that the worker is gone
+        return result
 
     def _run(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, dev: DeviceInfo,
              ref: WorkerConnection, cand: WorkerConnection) -> EvalResult:
@@ -173,16 +177,16 @@ class LocalEvaluator:
                 if probe == "same-tensors":
                     inputs = "new values in the same input tensors as an earlier call"
                 return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",
-                                  max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev, log=cand.log(),
+                                  max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev,
                                   trials=tuple(trials))
         if not cfg.allow_torch:
             if launches == 0:
                 raise Refused(Status.REJECTED, "the candidate launched no custom kernel (no Triton or CUDA extension "
-                                               "call ran); PyTorch-only candidates need --allow-torch", cand.log())
+                                               "call ran); PyTorch-only candidates need --allow-torch")
             if recomputes_reference(cand_ops, ref_ops):
                 raise Refused(Status.REJECTED, "the candidate recomputes the whole reference with PyTorch "
                                                f"({', '.join(sorted(ref_ops))}); its kernels do none of the work",
-                              cand.log())
+                              )
 
         meter = EnergyMeter(kind)
         m = measure(ref, cand, cfg, kind, meter)
@@ -193,7 +197,7 @@ class LocalEvaluator:
             if not verdict.ok:
                 return EvalResult(Status.INCORRECT, "a timed call on fresh inputs returned a wrong result (cached "
                                                     f"results or work left running past the return?): {verdict.reason}",
-                                  device=dev, log=cand.log(), trials=tuple(trials))
+                                  device=dev, trials=tuple(trials))
         suspicious = False
         speedup = m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
         if speedup > cfg.suspicious_speedup:
@@ -204,7 +208,7 @@ class LocalEvaluator:
             if outer_speedup * 2 < speedup:
                 return EvalResult(Status.REJECTED, f"a {speedup:.1f}x speedup by the worker's timer is only "
                                                    f"{outer_speedup:.1f}x by the driver's own clock (timer tampering?)",
-                                  device=dev, log=cand.log(), trials=tuple(trials))
+                                  device=dev, trials=tuple(trials))
         profile: dict[str, float] = {}
         if cfg.profile:
             reply, _ = cand.request({"cmd": "profile", "seed": fresh_seed()}, cfg.run_timeout_s, "profiling")
@@ -214,7 +218,7 @@ class LocalEvaluator:
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
                           reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j, power_w=m.power_w,
-                          profile=MappingProxyType(profile), device=dev, log=cand.log(), suspicious=suspicious,
+                          profile=MappingProxyType(profile), device=dev, suspicious=suspicious,
                           trials=tuple(trials))
 
 

@@ -85,6 +85,7 @@ class WorkerHandle:
     _reader: threading.Thread
 
     def log_text(self) -> str:
+        """What the worker printed; complete once the worker is gone (read it after killing)."""
         self._reader.join(timeout=0.5)
         return self.log.decode("utf-8", "replace")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from evaluator import timing
+from evaluator import process_tree, timing
 from evaluator.guards import Guards, OpTrace, same_bits
 from evaluator.task_runtime import TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
@@ -25,10 +25,11 @@ CANDIDATE_MODULE = "opforge_candidate"
 
 
 class Worker:
-    def __init__(self, channel: Channel, role: str, guards: Guards | None):
+    def __init__(self, channel: Channel, role: str, guards: Guards):
         self.ch = channel
         self.role = role  # "reference" | "candidate"
-        self.guards = guards
+        self.guards = guards  # both roles run the same checks (same costs); only the candidate is refused
+        self.enforce = role == "candidate"
         self.rt: TaskRuntime | None = None
         self.model_cls: Any = None
         self.models: dict[int, torch.nn.Module] = {}
@@ -64,6 +65,7 @@ class Worker:
         self.init_seeds = list(cmd["init_seeds"])
         self.timer = timing.CallTimer(device)
         self.models.clear()
+        self.guards.take_snapshot()
         if self.role == "reference":
             self.model_cls = self.rt.module.Model
             tol = getattr(self.rt.module, "TOLERANCE", None)
@@ -71,10 +73,8 @@ class Worker:
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
                           "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
             return
-        assert self.guards is not None
         path = Path(os.getcwd()) / "candidate.py"
         path.write_text(cmd["candidate_source"])
-        self.guards.take_snapshot()
         try:
             spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -112,7 +112,7 @@ class Worker:
             if inputs is None:
                 return
         before = [self._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
-        launches0 = self.guards.launch_total() if self.guards else 0
+        launches0 = self.guards.launch_total()
         cuda = timer.cuda
         if cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -132,12 +132,11 @@ class Worker:
             report["inputs"] = describe(inputs)
         if cuda:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
-        if self.guards is not None:
-            report["launches"] = self.guards.launch_total() - launches0
-            problem = self._problem(outputs, inputs, before)
-            if problem:
-                self.ch.send({"status": "rejected", "reason": problem})
-                return
+        report["launches"] = self.guards.launch_total() - launches0
+        problem = self._problem(outputs, inputs, before) + (self._refuse_reason(),)
+        if self.enforce and any(problem):
+            self.ch.send({"status": "rejected", "reason": next(p for p in problem if p)})
+            return
         tensors = [self._clone(o) for o in outputs if isinstance(o, torch.Tensor)]
         if len(tensors) != len(outputs):
             self.ch.send({"status": "incorrect", "reason": "the forward returned something that is not a tensor"})
@@ -161,9 +160,9 @@ class Worker:
                 inputs = rt.inputs(variant, seed)
                 ms, out = timer.time_call(model, inputs)
                 kept = [self._clone(o) for o in as_outputs(out) if isinstance(o, torch.Tensor)]
-                problem = self._problem(as_outputs(out), inputs, None) if self.guards else None
-                if problem:
-                    self.ch.send({"status": "rejected", "reason": f"during timing: {problem}"})
+                problems = self._problem(as_outputs(out), inputs, None)
+                if self.enforce and any(problems):
+                    self.ch.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
                 del out, inputs
                 self.ch.send({"status": "rep", "ms": ms})
@@ -172,6 +171,10 @@ class Worker:
                     self.ch.send({"status": "kept"}, kept)
                 del kept
                 seed = reply.get("next_seed")
+        problem = self._refuse_reason()
+        if self.enforce and problem:
+            self.ch.send({"status": "rejected", "reason": f"during timing: {problem}"})
+            return
         self.ch.send({"status": "timed"})
 
     def cmd_batch(self, cmd: dict[str, Any]) -> None:
@@ -187,7 +190,7 @@ class Worker:
                 for inputs in batches:
                     model(*inputs)
             timer.sync()
-        problem = self._refuse_reason()
+        problem = self._refuse_reason() if self.enforce else None
         self.ch.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
@@ -205,9 +208,8 @@ class Worker:
         events = sorted(prof.key_averages(), key=lambda e: -_self_time_us(e, timer.cuda))[:12]
         for e in events:
             metrics[f"{e.key} self_{'cuda' if timer.cuda else 'cpu'}_us"] = round(_self_time_us(e, timer.cuda), 3)
-        if self.guards is not None:
-            for label, n in self.guards.launches.items():
-                metrics[f"launches.{label}"] = float(n)
+        for label, n in self.guards.launches.items():
+            metrics[f"launches.{label}"] = float(n)
         self.ch.send({"status": "profiled", "profile": metrics})
 
     def _prime(self, model: torch.nn.Module, variant: int, prime_seed: int, target: list[Any],
@@ -220,7 +222,7 @@ class Worker:
             model(*primed)
         self.timer.sync()
         problem = self._refuse_reason()
-        if problem:
+        if self.enforce and problem:
             self.ch.send({"status": "rejected", "reason": problem})
             return None
         if not reuse:
@@ -251,35 +253,35 @@ class Worker:
         return self.models[variant]
 
     def _clone(self, t: torch.Tensor) -> torch.Tensor:
-        return self.guards.clone(t).detach() if self.guards else t.detach().clone()
+        return self.guards.clone(t).detach()
 
-    def _problem(self, outputs: list[Any], inputs: list[Any], before: list[Any] | None) -> str | None:
-        assert self.guards is not None
-        reason = self._refuse_reason()
-        if reason:
-            return reason
-        reason = self.guards.output_problem(outputs, inputs)
-        if reason:
-            return reason
+    def _problem(self, outputs: list[Any], inputs: list[Any], before: list[Any] | None) -> tuple[str | None, ...]:
+        """Cheap per-call checks: threads left running, the outputs' structure, inputs left unchanged."""
+        extra = self.guards.extra_threads()
+        threads = f"the candidate left {extra} thread(s) running after returning" if extra > 0 else None
+        mutated = None
         if before is not None:
             for i, (x, x0) in enumerate(zip(inputs, before)):
                 if isinstance(x, torch.Tensor) and not same_bits(x, x0):
-                    return f"the candidate modified input {i} (inputs must be left unchanged)"
-        return None
+                    mutated = f"the candidate modified input {i} (inputs must be left unchanged)"
+                    break
+        return threads, self.guards.output_problem(outputs, inputs), mutated
 
     def _refuse_reason(self) -> str | None:
-        if self.guards is None:
-            return None
+        """The costlier checks, run after loading, after each correctness call and after each timing block."""
         changed = self.guards.tampered()
         if changed:
             return f"the candidate replaced {changed}, which the harness relies on"
+        spawned = process_tree.live_children(os.getpid())
+        if spawned:
+            return f"the candidate started {len(spawned)} process(es) that are still running"
         extra = self.guards.extra_threads()
         if extra > 0:
             return f"the candidate left {extra} thread(s) running after returning"
         return None
 
     def _refuse_if_tampered(self, when: str) -> bool:
-        reason = self._refuse_reason()
+        reason = self._refuse_reason() if self.enforce else None
         if reason:
             self.ch.send({"status": "rejected", "reason": f"{reason} ({when})"})
         return bool(reason)

@@ -19,6 +19,8 @@ import socket
 import sys
 import tempfile
 
+from evaluator import process_tree
+
 
 def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
@@ -45,6 +47,7 @@ def _set_limits(memory_bytes: int, cpu_s: int) -> None:
 
 def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) -> None:
     os.setsid()
+    process_tree.set_subreaper()
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
@@ -61,11 +64,10 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     from evaluator.wire import Channel
     from evaluator.worker import Worker
 
-    guards = None
+    from evaluator.guards import Guards
+    guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
+    guards.install_launch_counters(cuda_available=request["device"] == "cuda")
     if role == "candidate":
-        from evaluator.guards import Guards
-        guards = Guards()
-        guards.install_launch_counters(cuda_available=request["device"] == "cuda")
         _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
     channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])
     Worker(channel, role, guards).serve()
@@ -86,6 +88,7 @@ def main() -> None:
     import torch.profiler  # noqa: F401
 
     control = socket.socket(fileno=control_fd)
+    process_tree.set_subreaper()
     children: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     control.sendall(b'{"ready": true}\n')
@@ -101,10 +104,7 @@ def main() -> None:
         if "kill" in request:
             pid = int(request["kill"])
             if pid in children:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                process_tree.kill_tree(pid)
                 try:
                     os.waitpid(pid, 0)
                 except ChildProcessError:
@@ -129,14 +129,24 @@ def main() -> None:
         children[pid] = workdir
         control.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     for pid in list(children):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        process_tree.kill_tree(pid)
     _reap(children, block=True)
 
 
 def _reap(children: dict[int, str], block: bool = False) -> None:
+    # Orphans re-parented to us (a worker's escaped descendants outliving it) are killed and reaped.
+    for orphan in process_tree.live_children(os.getpid()):
+        if orphan not in children:
+            process_tree.kill_tree(orphan)
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in children:
+            shutil.rmtree(children.pop(pid), ignore_errors=True)
     for pid in list(children):
         try:
             done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)

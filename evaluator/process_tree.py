@@ -1,0 +1,72 @@
+"""Processes a worker leaves behind: found through /proc and killed, whatever session or group they moved to.
+
+Each worker and the zygote are child subreapers, so a grandchild that double-forks and calls setsid() is re-parented
+to its worker (or, once the worker is gone, to the zygote) instead of escaping; killing a worker kills its whole tree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_subreaper() -> bool:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _parents() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) for every visible process."""
+    out: dict[int, tuple[int, str]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        if len(rest) >= 2:
+            out[int(name)] = (int(rest[1]), rest[0])
+    return out
+
+
+def live_children(pid: int) -> list[int]:
+    return [p for p, (ppid, state) in _parents().items() if ppid == pid and state not in ("Z", "X")]
+
+
+def descendants(pid: int) -> list[int]:
+    table = _parents()
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        for p, (ppid, state) in table.items():
+            if ppid == parent and state not in ("Z", "X"):
+                found.append(p)
+                frontier.append(p)
+    return found
+
+
+def kill_tree(pid: int, include_root: bool = True) -> None:
+    """SIGKILL every descendant of pid (repeated until none is left alive), then pid's group and pid itself."""
+    for _ in range(20):
+        alive = descendants(pid)
+        if not alive:
+            break
+        for p in alive:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if include_root:
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except (ProcessLookupError, PermissionError):
+                pass
