@@ -23,10 +23,10 @@ from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
 from evaluator.device import EnergyMeter, device_info, resolve_device
 from evaluator.guards import recomputes_reference
-from evaluator.measure import fresh_seed, measure, outer_per_call_ms
+from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
 from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.sandbox import Zygote
-from evaluator.task import Task
+from evaluator.task import Task, TaskError
 
 CPU_TIME_SLACK_S = 60
 
@@ -209,6 +209,7 @@ class LocalEvaluator:
                 return EvalResult(Status.REJECTED, f"a {speedup:.1f}x speedup by the worker's timer is only "
                                                    f"{outer_speedup:.1f}x by the driver's own clock (timer tampering?)",
                                   device=dev, trials=tuple(trials))
+        compiled_ms = self._compile_baseline(task, cfg, kind, load) if cfg.compile_baseline else None
         profile: dict[str, float] = {}
         if cfg.profile:
             reply, _ = cand.request({"cmd": "profile", "seed": fresh_seed()}, cfg.run_timeout_s, "profiling")
@@ -216,10 +217,25 @@ class LocalEvaluator:
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              "by the driver's clock" if suspicious else "")
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
+                          compiled_reference_ms=compiled_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
                           reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j, power_w=m.power_w,
                           profile=MappingProxyType(profile), device=dev, suspicious=suspicious,
                           trials=tuple(trials))
+
+
+    def _compile_baseline(self, task: Task, cfg: EvalConfig, kind: str, load: dict[str, Any]):  # noqa: ANN202
+        """torch.compile(Model) timed by the same protocol in its own trusted worker (compile time not counted)."""
+        conn = self._connect(kind, "reference", secrets.token_hex(16), cfg, task)
+        try:
+            conn.request({**load, "compile": True}, cfg.compile_timeout_s, "loading the compiled baseline")
+            conn.request({"cmd": "run", "variant": 0, "seed": fresh_seed()}, cfg.compile_timeout_s,
+                         "compiling the torch.compile baseline")
+            return time_alone(conn, cfg)
+        except (TaskError, Refused):
+            return None  # a baseline that torch.compile cannot build is reported as absent
+        finally:
+            conn.close()
 
 
 _default: LocalEvaluator | None = None

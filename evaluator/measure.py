@@ -119,6 +119,14 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
                        energy, power)
 
 
+def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:
+    """One more side timed by the same protocol (the torch.compile baseline)."""
+    rec = SideRecord()
+    while not rec.done(cfg):
+        _block(conn, rec, cfg, 0, None, first=rec.blocks == 0)
+    return Timing.from_samples(rec.samples_ms)
+
+
 def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     """Refuse a candidate whose reported times are shorter than the driver's own clock allows.
 

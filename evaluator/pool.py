@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +27,7 @@ DEFAULT_CPU_WORKERS = 2
 DEFAULT_RECYCLE_AFTER = 200      # evaluations per actor before it is replaced (leaks, fragmentation, stale caches)
 ATTEMPTS_PER_EVALUATION = 2      # the first try and one retry on a fresh actor
 RAY_OBJECT_STORE_BYTES = 128 * 2**20
+RAY_PROBE_TIMEOUT_S = 5.0
 
 
 class Runner(Protocol):
@@ -137,6 +139,7 @@ class RayRunner:
             common: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
                                       "log_to_driver": False}
             if address:
+                probe_ray_address(address)
                 ray.init(address=address, **common)
             else:
                 ray.init(num_cpus=max(workers, 1), object_store_memory=RAY_OBJECT_STORE_BYTES, **common)
@@ -276,6 +279,20 @@ class RayRunner:
                 self._ray.kill(actor, no_restart=True)  # its zygotes see their control socket close and exit
             except Exception:  # noqa: BLE001 - already gone
                 pass
+
+
+def probe_ray_address(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> None:
+    """Fail fast where nothing listens at a cluster's address (Ray itself retries for minutes)."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{address!r} is not a Ray address; write HOST:PORT, e.g. 10.0.0.5:6379")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {hostport} ({exc.strerror or exc})") from None
 
 
 def _resolve(future: Future[EvalResult], result: EvalResult) -> None:

@@ -67,6 +67,7 @@ class EvalResult:
     reason: str
     candidate_ms: Timing | None = None
     reference_ms: Timing | None = None
+    compiled_reference_ms: Timing | None = None  # torch.compile(Model), when asked for
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     peak_memory_bytes: int | None = None
@@ -88,6 +89,12 @@ class EvalResult:
         return self.reference_ms.median_ms / self.candidate_ms.median_ms
 
     @property
+    def speedup_vs_compile(self) -> float | None:
+        if self.status != Status.OK or self.candidate_ms is None or self.compiled_reference_ms is None:
+            return None
+        return self.compiled_reference_ms.median_ms / max(self.candidate_ms.median_ms, 1e-12)
+
+    @property
     def ok(self) -> bool:
         return self.status == Status.OK
 
@@ -97,10 +104,12 @@ class EvalResult:
             "status": self.status.value,
             "reason": self.reason,
             "speedup": self.speedup,
+            "speedup_vs_compile": self.speedup_vs_compile,
             "suspicious": self.suspicious,
             "timing": {
                 "candidate": _timing_json(self.candidate_ms),
                 "reference": _timing_json(self.reference_ms),
+                "compiled_reference": _timing_json(self.compiled_reference_ms),
             },
             "max_abs_error": self.max_abs_error,
             "max_rel_error": self.max_rel_error,
@@ -122,6 +131,7 @@ class EvalResult:
             reason=data["reason"],
             candidate_ms=_timing_from(timing.get("candidate")),
             reference_ms=_timing_from(timing.get("reference")),
+            compiled_reference_ms=_timing_from(timing.get("compiled_reference")),
             max_abs_error=data.get("max_abs_error"),
             max_rel_error=data.get("max_rel_error"),
             peak_memory_bytes=data.get("peak_memory_bytes"),

@@ -28,6 +28,7 @@ class CallTimer:
             self._record = torch.cuda.Event.record
             self._elapsed = torch.cuda.Event.elapsed_time
             self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+            self._reset_persisting_l2 = _persisting_l2_reset()
 
     def sync(self) -> None:
         if self.cuda:
@@ -40,6 +41,7 @@ class CallTimer:
             out = fn(*args)
             t1 = _now_ns()
             return (t1 - t0) / 1e6, out
+        self._reset_persisting_l2()  # lines pinned with an access-policy window survive an ordinary flush
         self._flush_buf.zero_()
         start, end = self._event(enable_timing=True), self._event(enable_timing=True)
         self._sync()
@@ -49,6 +51,24 @@ class CallTimer:
         self._record(end)
         self._sync()
         return float(self._elapsed(start, end)), out
+
+
+def _persisting_l2_reset() -> Callable[[], None]:
+    """cudaCtxResetPersistingL2Cache from the CUDA runtime that torch loaded, or a no-op where it cannot be found."""
+    import ctypes
+    import glob
+    import os
+    candidates = ["libcudart.so", "libcudart.so.12", "libcudart.so.13"]
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    candidates += glob.glob(os.path.join(torch_lib, "libcudart*.so*"))
+    candidates += glob.glob(os.path.join(os.path.dirname(torch_lib), "..", "nvidia", "cu*", "lib", "libcudart.so*"))
+    for name in candidates:
+        try:
+            fn = ctypes.CDLL(name).cudaCtxResetPersistingL2Cache
+        except (OSError, AttributeError):
+            continue
+        return lambda: None if fn() == 0 else None
+    return lambda: None
 
 
 def relative_standard_error(samples_ms: list[float]) -> float:

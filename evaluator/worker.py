@@ -36,6 +36,7 @@ class Worker:
         self.init_seeds: list[int] = []
         self.timer: timing.CallTimer | None = None
         self.grad = False
+        self.compiled = False
 
     # -- commands -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -63,6 +64,7 @@ class Worker:
             return
         self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
         self.init_seeds = list(cmd["init_seeds"])
+        self.compiled = bool(cmd.get("compile"))
         self.timer = timing.CallTimer(device)
         self.models.clear()
         self.guards.take_snapshot()
@@ -239,7 +241,7 @@ class Worker:
             seed = self.init_seeds[variant]
             reference = self.rt.reference_model(variant, seed)
             if self.role == "reference":
-                self.models[variant] = reference
+                self.models[variant] = torch.compile(reference) if self.compiled else reference
             else:
                 state = reference.state_dict()
                 del reference

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="admit candidates that launch no custom kernel (the 'anything goes' track)")
     p.add_argument("--timing-s", type=float, default=2.0, metavar="SECONDS",
                    help="time cap for each side's timed repetitions (default 2)")
+    p.add_argument("--compile-baseline", action="store_true",
+                   help="also time torch.compile(Model) as a second baseline (compile time not counted)")
     p.add_argument("--sandbox", choices=("auto", "bwrap", "process"), default="auto",
                    help="isolation for the candidate: bubblewrap when available (auto), or process-level only")
     p.set_defaults(run=run)
@@ -37,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def config_from(args: argparse.Namespace) -> EvalConfig:
     cfg = {"device": args.device, "allow_torch": args.allow_torch, "max_timing_s": args.timing_s,
-           "sandbox": args.sandbox}
+           "sandbox": args.sandbox,
+           "compile_baseline": args.compile_baseline}
     if args.timeout is not None:
         if args.timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds.")
@@ -67,6 +70,9 @@ def summary(r: EvalResult, candidate_name: str, task_name: str) -> str:
         lines.append(f"  speedup        {r.speedup:.3f}x{flag}")
         lines.append(f"  candidate      {format_ms(r.candidate_ms)}")
         lines.append(f"  reference      {format_ms(r.reference_ms)}")
+        if r.compiled_reference_ms is not None:
+            lines.append(f"  torch.compile  {format_ms(r.compiled_reference_ms)}   "
+                         f"speedup over it {r.speedup_vs_compile:.3f}x")
     if r.max_abs_error is not None:
         lines.append(f"  max abs error  {r.max_abs_error:.3g}   max rel error {r.max_rel_error or 0:.3g}")
     if r.peak_memory_bytes is not None:

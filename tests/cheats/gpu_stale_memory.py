@@ -1,0 +1,33 @@
+# task: relu
+# expect: incorrect|rejected
+# gpu: true
+# why: computes honestly once; afterwards returns torch.empty_like(x) with a launch that stores nothing, relying on the
+#   CUDA caching allocator to hand back the block that held a previous result of the same size (its own earlier output
+#   or a reference output computed in the same process). Correct-looking in a loop that repeats inputs, stale for fresh
+#   inputs.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._warm = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        n = x.numel() if not self._warm else 0
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, n, BLOCK_SIZE=1024)
+        self._warm = True
+        return out

@@ -1,0 +1,25 @@
+"""Elementwise x * 2 + y."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 16
+dim = 512
+
+SHAPES = [{"batch_size": 7, "dim": 333}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x * 2 + y
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,323 @@
+"""Adversarial regression suite: candidates that try to fool the evaluator must be refused, honest ones must pass.
+
+Every file in tests/cheats is a candidate with a comment header (one space after '#', wrapped lines indented further):
+
+    # task: relu                      a task in tests/tasks, without .py
+    # expect: rejected|incorrect      the statuses that count as refusing it
+    # why: ...                        the trick, in one line
+    # gpu: true                       optional: needs CUDA; skipped where torch.cuda.is_available() is False
+    # config: compile_timeout_s=10    optional: EvalConfig fields overriding the suite's defaults
+    # canary-file: {repo}/x.txt       optional, repeatable: a file the candidate tries to create; it must not exist
+    # canary-port: 47821 47822        optional: ports it tries to reach on 127.0.0.1; the test listens, nothing may connect
+    # canary-process: marker          optional: argv[0] of processes it spawns; none may outlive the evaluation
+    # slow: true                      optional: marks the test slow (it waits for a timeout or builds CUDA code)
+
+Honest candidates in tests/honest use the same header; `expect-without-gpu` gives the status where CUDA is missing, and
+`max-abs-error` a bound on the reported error. Every evaluation runs with fake API keys in the environment, which must
+never appear in the result.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+import secrets
+import signal
+import socket
+import sysconfig
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluator import EvalConfig, Status, evaluate, load_candidate, load_task
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_DIR = TESTS_DIR.parent
+TASKS_DIR = TESTS_DIR / "tasks"
+CHEATS_DIR = TESTS_DIR / "cheats"
+HONEST_DIR = TESTS_DIR / "honest"
+
+HAS_CUDA = torch.cuda.is_available()
+BASE_CONFIG = {"run_timeout_s": 20, "compile_timeout_s": 60, "max_timing_s": 0.5}
+HEADER_KEYS = {
+    "task", "expect", "expect-without-gpu", "why", "gpu", "config",
+    "canary-file", "canary-port", "canary-process", "max-abs-error", "slow",
+}
+# Fresh per run, so a value found in a result cannot come from an old log.
+SECRET_CANARIES = {
+    "OPENAI_API_KEY": "sk-opforge-canary-" + secrets.token_hex(12),
+    "OPFORGE_LLM_API_KEY": "opforge-llm-canary-" + secrets.token_hex(12),
+    "AWS_SECRET_ACCESS_KEY": "aws-opforge-canary-" + secrets.token_hex(12),
+    "AWS_ACCESS_KEY_ID": "AKIAOPFORGECANARY" + secrets.token_hex(4).upper(),
+}
+
+
+@dataclass(frozen=True)
+class Header:
+    path: Path
+    fields: dict[str, list[str]] = field(default_factory=dict)
+
+    def one(self, key: str, default: str | None = None) -> str | None:
+        values = self.fields.get(key)
+        return values[-1] if values else default
+
+    @property
+    def task(self) -> str:
+        return self.one("task") or ""
+
+    @property
+    def gpu(self) -> bool:
+        return (self.one("gpu") or "").lower() == "true"
+
+    def statuses(self, key: str = "expect") -> frozenset[Status]:
+        raw = self.one(key) or ""
+        return frozenset(Status(s.strip()) for s in raw.split("|") if s.strip())
+
+    def config(self, device: str) -> EvalConfig:
+        values: dict[str, object] = {"device": device, **BASE_CONFIG}
+        for line in self.fields.get("config", []):
+            for item in line.split(","):
+                name, _, value = item.partition("=")
+                values[name.strip()] = ast.literal_eval(value.strip())
+        return EvalConfig(**values)
+
+
+def read_header(path: Path) -> Header:
+    fields: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        m = re.match(r"^# ([a-z][a-z-]*):\s*(.*?)\s*$", line)
+        if m and m.group(1) in HEADER_KEYS:
+            fields.setdefault(m.group(1), []).append(m.group(2))
+    return Header(path=path, fields=fields)
+
+
+def _params(directory: Path, *, gpu_marks: bool = True) -> list:
+    params = []
+    for path in sorted(directory.glob("*.py")):
+        header = read_header(path)
+        marks = []
+        if header.gpu and gpu_marks:
+            marks = [pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")]
+        if (header.one("slow") or "").lower() == "true" and gpu_marks:
+            marks.append(pytest.mark.slow)
+        params.append(pytest.param(header, id=path.stem, marks=marks))
+    return params
+
+
+CHEATS = _params(CHEATS_DIR)
+HONEST = _params(HONEST_DIR)
+
+
+# ---------------------------------------------------------------- canaries: damage a candidate must not be able to do
+
+
+def _expand(template: str) -> Path:
+    return Path(template.format(
+        repo=REPO_DIR, home=Path.home(), purelib=sysconfig.get_paths()["purelib"], tmp="/tmp",
+    ))
+
+
+def _processes_with_argv0(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if argv0.decode(errors="replace") == marker:
+            pids.append(int(entry.name))
+    return pids
+
+
+class _PortListener:
+    """Listens on 127.0.0.1:port and records every connection attempt that gets through."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.hits: list[bytes] = []
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
+        self._sock.listen(16)
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            with conn:
+                conn.settimeout(0.5)
+                try:
+                    self.hits.append(conn.recv(256) or b"<connected>")
+                except OSError:
+                    self.hits.append(b"<connected>")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._sock.close()
+
+
+class Canaries:
+    """Arms the header's canaries before an evaluation; `damage()` lists what got through, and cleans it up."""
+
+    def __init__(self, header: Header):
+        self.files = [_expand(t) for t in header.fields.get("canary-file", [])]
+        self.ports = [int(p) for line in header.fields.get("canary-port", []) for p in line.split()]
+        self.markers = header.fields.get("canary-process", [])
+        self.listeners: list[_PortListener] = []
+
+    def __enter__(self) -> "Canaries":
+        for path in self.files:
+            path.unlink(missing_ok=True)
+        for marker in self.markers:
+            _kill(_processes_with_argv0(marker))
+        for port in self.ports:
+            try:
+                self.listeners.append(_PortListener(port))
+            except OSError:
+                pass  # port taken: the candidate tries the others
+        if self.ports and not self.listeners:
+            pytest.skip(f"none of the canary ports {self.ports} could be bound")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for listener in self.listeners:
+            listener.close()
+        for path in self.files:
+            path.unlink(missing_ok=True)
+        for marker in self.markers:
+            _kill(_processes_with_argv0(marker))
+
+    def damage(self) -> list[str]:
+        found = [f"created {path}" for path in self.files if path.exists()]
+        found += [f"connected to 127.0.0.1:{l.port} ({l.hits[0]!r})" for l in self.listeners if l.hits]
+        deadline = time.monotonic() + 3.0  # grace period for the sandbox's teardown
+        for marker in self.markers:
+            while (pids := _processes_with_argv0(marker)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if pids:
+                found.append(f"{len(pids)} '{marker}' processes outlived the evaluation")
+        return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _evaluate(header: Header, device: str, monkeypatch: pytest.MonkeyPatch):
+    for name, value in SECRET_CANARIES.items():
+        monkeypatch.setenv(name, value)
+    task = load_task(TASKS_DIR / f"{header.task}.py")
+    candidate = load_candidate(header.path)
+    return evaluate(task, candidate, header.config(device))
+
+
+def _assert_readable_reason(result, label: str) -> None:
+    reason = result.reason
+    assert isinstance(reason, str) and reason.strip(), f"{label}: empty reason"
+    assert len(reason.split()) >= 3, f"{label}: reason is not a sentence: {reason!r}"
+    assert "Traceback (most recent call last)" not in reason, f"{label}: reason is a traceback, not a sentence"
+
+
+def _assert_no_secret(result, label: str) -> None:
+    dumped = json.dumps(result.to_json())
+    for name, value in SECRET_CANARIES.items():
+        assert value not in dumped, f"{label}: the value of {name} leaked into the result"
+
+
+def _describe(result) -> str:
+    return f"{result.status}: {result.reason}"
+
+
+# ---------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize(
+    "header", _params(CHEATS_DIR, gpu_marks=False) + _params(HONEST_DIR, gpu_marks=False), ids=lambda h: h.path.stem
+)
+def test_header_is_complete(header: Header):
+    assert (TASKS_DIR / f"{header.task}.py").is_file(), f"{header.path.name}: unknown task {header.task!r}"
+    assert header.statuses(), f"{header.path.name}: no '# expect:' line"
+    header.statuses("expect-without-gpu")  # valid statuses where given
+    assert header.one("why"), f"{header.path.name}: no '# why:' line"
+    ast.parse(header.path.read_text(encoding="utf-8"), filename=str(header.path))
+
+
+@pytest.mark.parametrize("path", sorted(TASKS_DIR.glob("*.py")), ids=lambda p: p.stem)
+def test_task_file_loads(path: Path):
+    task = load_task(path)
+    assert task.name == path.stem
+
+
+@pytest.mark.parametrize("header", CHEATS, ids=lambda h: h.path.stem)
+def test_cheat_is_refused(header: Header, monkeypatch: pytest.MonkeyPatch):
+    label = header.path.name
+    with Canaries(header) as canaries:
+        result = _evaluate(header, "cuda" if header.gpu else "cpu", monkeypatch)
+        damage = canaries.damage()
+    assert not damage, f"{label}: the candidate did damage: {'; '.join(damage)} (verdict {_describe(result)})"
+    expected = header.statuses()
+    assert result.status in expected, (
+        f"{label} ({header.one('why')}): expected {'|'.join(sorted(expected))}, got {_describe(result)}"
+    )
+    _assert_readable_reason(result, label)
+    _assert_no_secret(result, label)
+
+
+@pytest.mark.parametrize("header", HONEST, ids=lambda h: h.path.stem)
+def test_honest_candidate(header: Header, monkeypatch: pytest.MonkeyPatch):
+    label = header.path.name
+    result = _evaluate(header, "cuda" if HAS_CUDA else "cpu", monkeypatch)
+    expected = header.statuses() if HAS_CUDA else (header.statuses("expect-without-gpu") or header.statuses())
+    assert result.status in expected, f"{label}: expected {'|'.join(sorted(expected))}, got {_describe(result)}"
+    _assert_readable_reason(result, label)
+    _assert_no_secret(result, label)
+    if result.status == Status.OK:
+        assert isinstance(result.speedup, float) and math.isfinite(result.speedup) and result.speedup > 0, (
+            f"{label}: speedup {result.speedup!r} is not a positive float"
+        )
+        assert result.max_abs_error is not None and math.isfinite(result.max_abs_error), (
+            f"{label}: max_abs_error {result.max_abs_error!r}"
+        )
+        bound = header.one("max-abs-error")
+        if bound is not None:
+            assert result.max_abs_error <= float(bound), f"{label}: max_abs_error {result.max_abs_error} > {bound}"
+    elif result.status == Status.RUNTIME_ERROR and not HAS_CUDA:
+        assert re.search(r"\b(cuda|gpu)\b", result.reason, re.IGNORECASE), (
+            f"{label}: the reason should say that no CUDA device is available: {result.reason!r}"
+        )
+
+
+def test_secret_from_environment_never_reaches_the_result(monkeypatch: pytest.MonkeyPatch):
+    canary = "sk-opforge-canary-" + secrets.token_hex(16)
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    monkeypatch.setenv("OPFORGE_LLM_API_KEY", canary)
+    task = load_task(TASKS_DIR / "relu.py")
+    candidate = load_candidate(CHEATS_DIR / "env_secret_leak.py")
+    result = evaluate(task, candidate, EvalConfig(device="cpu", **BASE_CONFIG))
+    assert result.status != Status.OK, _describe(result)
+    assert canary not in json.dumps(result.to_json()), "the API key reached the result (reason, log or trials)"

@@ -1,0 +1,114 @@
+"""Unit tests of the evaluator's parts that need no worker process: wire format, policy, comparison, statistics."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+
+import pytest
+import torch
+
+from evaluator.correctness import compare
+from evaluator.policy import check_source
+from evaluator.result import DeviceInfo, EvalResult, Status, Timing
+from evaluator.timing import relative_standard_error
+from evaluator.wire import Channel, ProtocolError
+
+
+def _pair(nonce: str = "n1") -> tuple[Channel, Channel]:
+    a, b = socket.socketpair()
+    return Channel(a, nonce), Channel(b, nonce)
+
+
+def test_tensors_round_trip_bit_exact_over_the_channel():
+    left, right = _pair()
+    sent = [torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.randn(4).to(torch.bfloat16),
+            torch.tensor([float("nan"), float("inf")]), torch.empty(0, 3)]
+    left.send({"status": "ran"}, sent)
+    header, got = right.recv(timeout_s=5)
+    assert header["status"] == "ran"
+    for a, b in zip(sent, got):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert torch.equal(a.view(torch.uint8) if a.numel() else a, b.view(torch.uint8) if b.numel() else b)
+
+
+def test_frame_without_the_nonce_is_refused():
+    a, b = socket.socketpair()
+    Channel(a, "wrong-nonce").send({"status": "ok", "speedup": 100})
+    with pytest.raises(ProtocolError):
+        Channel(b, "right-nonce").recv(timeout_s=5)
+
+
+def test_pickled_or_mismatched_payload_is_refused_not_loaded():
+    a, b = socket.socketpair()
+    head = json.dumps({"nonce": "n", "tensors": [{"dtype": "torch.float32", "shape": [4], "nbytes": 3}]}).encode()
+    a.sendall(struct.pack("!Q", len(head)) + head + b"abc")
+    with pytest.raises(ProtocolError):
+        Channel(b, "n").recv(timeout_s=5)
+    a2, b2 = socket.socketpair()
+    head = json.dumps({"nonce": "n", "tensors": [{"dtype": "pickle", "shape": [1], "nbytes": 1}]}).encode()
+    a2.sendall(struct.pack("!Q", len(head)) + head + b"x")
+    with pytest.raises(ProtocolError):
+        Channel(b2, "n").recv(timeout_s=5)
+
+
+@pytest.mark.parametrize("source, words", [
+    ("import ctypes\n", "ctypes"),
+    ("import torch\nclass ModelNew(Model):\n    pass\n", "Model"),
+    ("import time\ntime.perf_counter = lambda: 0\n", "patching time"),
+    ("import torch\ntorch.cuda.synchronize = lambda: None\n", "patching torch"),
+    ("import torch\nx = torch.manual_seed(0)\n", "seed"),
+    ("import sys\nm = sys.modules\n", "sys.modules"),
+    ("import torch\ndef f(x):\n    try:\n        return k(x)\n    except Exception:\n        return torch.relu(x)\n",
+     "except"),
+    ("x = open('/etc/passwd').read()\n", "open"),
+])
+def test_policy_refuses_the_obvious_with_a_line_and_reason(source: str, words: str):
+    found = check_source(source)
+    assert found, source
+    assert any(words in str(v) for v in found), found
+    assert all(str(v).startswith("line ") for v in found)
+
+
+def test_policy_admits_honest_kernel_idioms():
+    honest = (
+        "import os\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
+        "os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.scale = 2.0\n        items = [1, 2]\n        items.remove(1)\n"
+        "    def forward(self, x):\n        out = torch.empty_like(x)\n        out[0] = 1\n"
+        "        for m in self.modules():\n            pass\n        return out\n"
+    )
+    assert check_source(honest) == []
+
+
+def test_compare_reports_errors_and_nan_positions():
+    e = torch.tensor([1.0, 2.0, float("nan")])
+    assert compare([e], [e.clone()]).ok
+    off = compare([e], [torch.tensor([1.0, 2.1, float("nan")])])
+    assert not off.ok and math.isclose(off.max_abs_error, 0.1, rel_tol=1e-3)
+    assert not compare([e], [torch.tensor([1.0, 2.0, 3.0])]).ok
+    assert "shape" in compare([e], [e[:2]]).reason
+    assert "dtype" in compare([e], [e.double()]).reason
+    assert compare([torch.ones(3)], [torch.ones(3) + 0.5]).reason.startswith("output 0 is off")
+    assert compare([torch.ones(3)], [torch.ones(3) + 0.5], {"atol": 1.0, "rtol": 0.0}).ok
+    assert not compare([torch.ones(2, dtype=torch.float16)], [torch.full((2,), 1.05, dtype=torch.float16)]).ok
+
+
+def test_result_json_round_trip_and_derived_speedup():
+    r = EvalResult(Status.OK, "fine", candidate_ms=Timing(2.0, 0.1, 50), reference_ms=Timing(3.0, 0.2, 40),
+                   max_abs_error=1e-6, device=DeviceInfo(kind="cpu", name="CPU", interpreted=True))
+    assert r.speedup == pytest.approx(1.5)
+    back = EvalResult.from_json(json.loads(json.dumps(r.to_json())))
+    assert back.speedup == pytest.approx(1.5) and back.device == r.device and back.candidate_ms == r.candidate_ms
+    failed = EvalResult(Status.INCORRECT, "wrong", candidate_ms=Timing(1.0, 0.0, 5), reference_ms=Timing(9.0, 0, 5))
+    assert failed.speedup is None
+
+
+def test_rse_stopping_rule():
+    assert relative_standard_error([1.0]) == math.inf
+    assert relative_standard_error([1.0] * 50) == 0.0
+    assert 0 < relative_standard_error([1.0, 1.1, 0.9, 1.05]) < 0.1
+    assert Timing.from_samples([1, 2, 3, 4, 100]).median_ms == 3
