@@ -199,13 +199,16 @@ class LocalEvaluator:
                                                     f"results or work left running past the return?): {verdict.reason}",
                                   device=dev, trials=tuple(trials))
         suspicious = False
+        outer_speedup = 0.0
         speedup = m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
         if speedup > cfg.suspicious_speedup:
             suspicious = True
             outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
             outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
             outer_speedup = outer_ref / max(outer_cand, 1e-6)
-            if outer_speedup * 2 < speedup:
+            # The driver's clock also sees costs outside the worker's timer (garbage collection, launch queues), so
+            # only a claim four times above what it can confirm is refused: forged timings claim orders of magnitude.
+            if outer_speedup * 4 < speedup:
                 return EvalResult(Status.REJECTED, f"a {speedup:.1f}x speedup by the worker's timer is only "
                                                    f"{outer_speedup:.1f}x by the driver's own clock (timer tampering?)",
                                   device=dev, trials=tuple(trials))
@@ -215,7 +218,7 @@ class LocalEvaluator:
             reply, _ = cand.request({"cmd": "profile", "seed": fresh_seed()}, cfg.run_timeout_s, "profiling")
             profile = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
-                                             "by the driver's clock" if suspicious else "")
+                                             f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
