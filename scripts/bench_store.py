@@ -46,7 +46,10 @@ class ModelNew(torch.nn.Module):
         softmax_kernel[(x.shape[0],)](out, x, x.shape[1], BLOCK={block}, num_warps={warps})
         return out
 '''
-TASK = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
+TASK = (
+    "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+    "def get_inputs(): return []\ndef get_init_inputs(): return []\n"
+)
 
 
 def fake_result(rng: random.Random) -> EvalResult:
@@ -58,7 +61,8 @@ def fake_result(rng: random.Random) -> EvalResult:
                           profile={"dram__throughput.avg.pct_of_peak": rng.random() * 100}, device=DEVICE,
                           log="timing: 100 reps\n")
     status = Status.INCORRECT if roll < 0.85 else Status.COMPILE_ERROR
-    return EvalResult(status, f"verdict {status.value}", device=DEVICE, log="Traceback (most recent call last): ...\n" * 3)
+    log = "Traceback (most recent call last): ...\n" * 3
+    return EvalResult(status, f"verdict {status.value}", device=DEVICE, log=log)
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float, object]:
@@ -111,14 +115,16 @@ def main() -> None:
         for start in range(0, args.n, args.batch):
             cands = [Candidate.from_source(KERNEL.format(i=i, block=1 << (i % 12), warps=1 << (i % 4)), origin="tune")
                      for i in range(start, min(args.n, start + args.batch))]
-            recs = [r for r, _ in store.add_candidates(run.id, task.id, cands, generation=start // 1000, island=start % 4)]
+            added = store.add_candidates(run.id, task.id, cands, generation=start // 1000, island=start % 4)
+            recs = [r for r, _ in added]
             store.enqueue(run.id, [r.id for r in recs])
             done = recs[: len(recs) - 10] if start + args.batch >= args.n else recs  # leave a few in flight
             store.add_results(run.id, [(r.id, fake_result(rng)) for r in done], gpu_s=0.5)
         fill_s = time.perf_counter() - t0
         in_flight = store.claim_pending(run.id, 10_000)  # the "crashed" driver's work
 
-        rows = [("fill: add_candidates + enqueue + add_results", fill_s * 1000, fill_s * 1000, f"{args.n / fill_s:,.0f} cand/s")]
+        fill_ms = fill_s * 1000
+        rows = [("fill: add_candidates + enqueue + add_results", fill_ms, fill_ms, f"{args.n / fill_s:,.0f} cand/s")]
         for label, fn in [
             ("top_k(k=10)", lambda: store.top_k(task.id, 10)),
             ("top_k(k=10, device=H100)", lambda: store.top_k(task.id, 10, device=DEVICE.name)),

@@ -1,0 +1,48 @@
+"""The SQL store: tasks, runs, candidates, verdicts, the run's queue and LLM calls (SQLite or PostgreSQL).
+
+    store = get_store("sqlite:///opforge.db")        # or a file path, or postgresql://..., or None for $OPFORGE_DB
+    task = store.add_task(load_task("softmax.py"))
+    run = store.create_run(task.id, config={...}, budget={"max_evals": 200})
+    record, new = store.add_candidate(run.id, task.id, candidate, generation=0, island=0)
+"""
+
+from __future__ import annotations
+
+from store.engine import DEFAULT_URL, ENV_VAR, check_reachable, make_engine, resolve_url
+from store.errors import StoreError
+from store.records import (
+    CandidateRecord,
+    EvaluationRecord,
+    LLMCallRecord,
+    QueueState,
+    RunRecord,
+    RunStatus,
+    RunTotals,
+    ScoredCandidate,
+    TaskRecord,
+)
+from store.schema import ensure_current, head_revision, upgrade
+from store.sql_store import Store
+
+
+def get_store(url: str | None = None) -> Store:
+    """Open the store at `url` (None: $OPFORGE_DB, else ./opforge.db); a brand-new database is created.
+
+    Raises StoreError (one readable sentence naming the URL) for a bad URL, an unreachable database, or a schema
+    that this code cannot use as it is (`opforge db upgrade --db URL` upgrades an older one).
+    """
+    engine = make_engine(resolve_url(url))
+    try:
+        check_reachable(engine)
+        ensure_current(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine)
+
+
+__all__ = [
+    "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "LLMCallRecord", "QueueState", "RunRecord",
+    "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "get_store", "head_revision",
+    "upgrade",
+]

@@ -1,0 +1,129 @@
+"""Rows to records and EvalResult to typed columns (JSON only for the device, the profile and the trials)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Sequence
+
+from evaluator.result import DeviceInfo, EvalResult, Status, Timing
+from store.records import CandidateRecord, EvaluationRecord, LLMCallRecord, RunRecord, RunStatus, TaskRecord
+from store.rows import CandidateRow, EvaluationRow, LLMCallRow, RunRow, TaskRow
+
+
+def aware(ts: datetime) -> datetime:
+    """SQLite hands back naive timestamps; every timestamp the store writes is UTC."""
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def task_record(row: TaskRow) -> TaskRecord:
+    return TaskRecord(row.id, row.name, row.source, row.digest, row.path, aware(row.created_at))
+
+
+def run_record(row: RunRow) -> RunRecord:
+    return RunRecord(
+        id=row.id,
+        task_id=row.task_id,
+        status=RunStatus(row.status),
+        config=MappingProxyType(dict(row.config)),
+        budget=MappingProxyType(dict(row.budget)),
+        evaluated=row.evaluated,
+        gpu_s=row.gpu_s,
+        cost_usd=row.cost_usd,
+        created_at=aware(row.created_at),
+        updated_at=aware(row.updated_at),
+    )
+
+
+CANDIDATE_COLUMNS = tuple(CandidateRow.__table__.c[name] for name in (
+    "id", "task_id", "run_id", "source", "digest", "parents", "generation", "island", "origin", "note", "created_at"))
+
+
+def candidate_record(row: CandidateRow) -> CandidateRecord:
+    return candidate_from_values(tuple(getattr(row, c.key) for c in CANDIDATE_COLUMNS))
+
+
+def candidate_from_values(values: Sequence[Any]) -> CandidateRecord:
+    """From the values of CANDIDATE_COLUMNS, in order (a plain result row: tuple access is fast)."""
+    cid, task_id, run_id, source, digest, parents, generation, island, origin, note, created_at = values
+    return CandidateRecord(cid, task_id, run_id, source, digest, tuple(parents), generation, island, origin, note,
+                           aware(created_at))
+
+
+def llm_call_record(row: LLMCallRow) -> LLMCallRecord:
+    return LLMCallRecord(
+        row.id, row.run_id, row.candidate_id, row.role, row.model, row.prompt, row.reply,
+        row.tokens_in, row.tokens_out, row.latency_s, row.cost_usd, aware(row.created_at),
+    )
+
+
+def result_columns(result: EvalResult) -> dict[str, Any]:
+    cand, ref = result.candidate_ms, result.reference_ms
+    return {
+        "status": result.status.value,
+        "reason": result.reason,
+        "candidate_median_ms": None if cand is None else cand.median_ms,
+        "candidate_iqr_ms": None if cand is None else cand.iqr_ms,
+        "candidate_reps": None if cand is None else cand.reps,
+        "reference_median_ms": None if ref is None else ref.median_ms,
+        "reference_iqr_ms": None if ref is None else ref.iqr_ms,
+        "reference_reps": None if ref is None else ref.reps,
+        "speedup": result.speedup,
+        "max_abs_error": result.max_abs_error,
+        "max_rel_error": result.max_rel_error,
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "reference_peak_memory_bytes": result.reference_peak_memory_bytes,
+        "energy_j": result.energy_j,
+        "power_w": result.power_w,
+        "suspicious": result.suspicious,
+        "device_kind": result.device.kind,
+        "device_name": result.device.name,
+        "device": asdict(result.device),
+        "profile": dict(result.profile),
+        "trials": [dict(t) for t in result.trials],
+        "log": result.log,
+    }
+
+
+def _timing(median: float | None, iqr: float | None, reps: int | None) -> Timing | None:
+    # `reps` marks presence: SQLite stores a NaN float as NULL, so the floats alone cannot.
+    if reps is None:
+        return None
+    return Timing(median_ms=math.nan if median is None else median, iqr_ms=math.nan if iqr is None else iqr, reps=reps)
+
+
+EVALUATION_COLUMNS = tuple(EvaluationRow.__table__.c[name] for name in (
+    "id", "candidate_id", "task_id", "run_id", "created_at", "status", "reason",
+    "candidate_median_ms", "candidate_iqr_ms", "candidate_reps", "reference_median_ms", "reference_iqr_ms",
+    "reference_reps", "max_abs_error", "max_rel_error", "peak_memory_bytes", "reference_peak_memory_bytes",
+    "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials"))
+
+
+def evaluation_record(row: EvaluationRow) -> EvaluationRecord:
+    return evaluation_from_values(tuple(getattr(row, c.key) for c in EVALUATION_COLUMNS))
+
+
+def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
+    """From the values of EVALUATION_COLUMNS, in order."""
+    (eid, candidate_id, task_id, run_id, created_at, status, reason, c_med, c_iqr, c_reps, r_med, r_iqr, r_reps,
+     max_abs, max_rel, peak, ref_peak, energy_j, power_w, profile, device, log, suspicious, trials) = values
+    result = EvalResult(
+        status=Status(status),
+        reason=reason,
+        candidate_ms=_timing(c_med, c_iqr, c_reps),
+        reference_ms=_timing(r_med, r_iqr, r_reps),
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        peak_memory_bytes=peak,
+        reference_peak_memory_bytes=ref_peak,
+        energy_j=energy_j,
+        power_w=power_w,
+        profile=MappingProxyType(profile),
+        device=DeviceInfo(**device),
+        log=log,
+        suspicious=bool(suspicious),
+        trials=tuple(trials),
+    )
+    return EvaluationRecord(eid, candidate_id, task_id, run_id, result, aware(created_at))

@@ -1,0 +1,87 @@
+"""The read side: a run's history (to rebuild a population on resume), a task's leaderboard, a run's totals.
+
+These read plain columns (not ORM objects): a history of 100,000 candidates must load in seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sqlalchemy import func, select, union
+from sqlalchemy.orm import Session
+
+from evaluator.result import Status
+from store.codec import CANDIDATE_COLUMNS, EVALUATION_COLUMNS, candidate_from_values, evaluation_from_values
+from store.records import CandidateRecord, EvaluationRecord, RunTotals, ScoredCandidate
+from store.rows import CandidateRow, EvaluationRow, QueueItemRow, RunRow
+
+C = CandidateRow.__table__
+E = EvaluationRow.__table__
+Q = QueueItemRow.__table__
+_CHUNK = 1000
+
+
+def run_members(run_id: int):  # noqa: ANN201 - a SQL subquery
+    """The candidates a run created, and those it queued (a candidate another run found first still counts)."""
+    return union(select(C.c.id).where(C.c.run_id == run_id), select(Q.c.candidate_id).where(Q.c.run_id == run_id))
+
+
+def history(session: Session, run_id: int, device: str | None = None) -> list[ScoredCandidate]:
+    members = run_members(run_id).subquery()
+    member_ids = select(members.c.id)
+    cands = session.execute(select(*CANDIDATE_COLUMNS).where(C.c.id.in_(member_ids)).order_by(C.c.id)).all()
+    evals = select(*EVALUATION_COLUMNS).where(E.c.candidate_id.in_(member_ids))
+    if device is not None:
+        evals = evals.where(E.c.device_name == device)
+    best: dict[int, EvaluationRecord] = {}
+    # One verdict per candidate: the given device's; otherwise this run's own, then the latest.
+    records = map(evaluation_from_values, session.execute(evals).all())
+    for ev in sorted(records, key=lambda ev: (ev.run_id == run_id, ev.id)):
+        best[ev.candidate_id] = ev
+    return [ScoredCandidate(rec, best.get(rec.id)) for rec in map(candidate_from_values, cands)]
+
+
+def top_k(session: Session, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
+    """The task's k fastest correct candidates, by speedup (ties: latest evaluated first); each candidate once."""
+    ok = (E.c.task_id == task_id, E.c.status == Status.OK.value, E.c.speedup.is_not(None))
+    query = select(*EVALUATION_COLUMNS).where(*ok)
+    if device is not None:
+        query = query.where(E.c.device_name == device)
+    query = query.order_by(E.c.speedup.desc(), E.c.id.desc())
+    page = max(2 * k, 32)
+    picked: dict[int, EvaluationRecord] = {}
+    offset = 0
+    while len(picked) < k:
+        rows = session.execute(query.offset(offset).limit(page)).all()
+        for ev in map(evaluation_from_values, rows):
+            if ev.candidate_id not in picked and len(picked) < k:
+                picked[ev.candidate_id] = ev
+        if len(rows) < page:
+            break
+        offset += page
+    cands = candidates_by_id(session, list(picked))
+    return [ScoredCandidate(cands[cid], ev) for cid, ev in picked.items()]
+
+
+def candidates_by_id(session: Session, ids: Sequence[int]) -> dict[int, CandidateRecord]:
+    out: dict[int, CandidateRecord] = {}
+    for start in range(0, len(ids), _CHUNK):
+        for rec in map(candidate_from_values, session.execute(
+                select(*CANDIDATE_COLUMNS).where(C.c.id.in_(ids[start : start + _CHUNK])))):
+            out[rec.id] = rec
+    return out
+
+
+def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> RunTotals:
+    mine = E.c.run_id == run.id
+    by_status = {s: n for s, n in session.execute(select(E.c.status, func.count()).where(mine).group_by(E.c.status))}
+    best = session.execute(select(func.max(E.c.speedup)).where(mine, E.c.status == Status.OK.value)).scalar()
+    return RunTotals(
+        run_id=run.id,
+        evaluated=run.evaluated,
+        by_status=by_status,
+        best_speedup=best,
+        gpu_s=run.gpu_s,
+        cost_usd=run.cost_usd,
+        queue=queue_counts,
+    )

@@ -1,0 +1,78 @@
+"""A run's queue of in-flight evaluations: queued -> running (claimed by a worker) -> done.
+
+On SQLite the writer holds the database lock (BEGIN IMMEDIATE), so a claim is atomic; on PostgreSQL concurrent
+claimers skip each other's locked rows (FOR UPDATE SKIP LOCKED), so no item is handed out twice.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from store.dialect import insert, is_postgres
+from store.records import QueueState
+from store.rows import QueueItemRow, utcnow
+
+Q = QueueItemRow.__table__
+
+
+def enqueue(session: Session, run_id: int, candidate_ids: Iterable[int]) -> int:
+    """Queue candidates for evaluation in a run; a candidate already queued (or done) in that run is left as it is."""
+    now = utcnow()
+    rows = [
+        {"run_id": run_id, "candidate_id": cid, "state": QueueState.QUEUED.value, "attempts": 0,
+         "created_at": now, "updated_at": now}
+        for cid in sorted(set(candidate_ids))  # one lock order for all writers
+    ]
+    if not rows:
+        return 0
+    stmt = insert(session, Q).on_conflict_do_nothing(index_elements=["run_id", "candidate_id"]).returning(Q.c.id)
+    return len(session.execute(stmt, rows).all())
+
+
+def claim(session: Session, run_id: int, limit: int) -> list[int]:
+    """Mark up to `limit` queued items running, oldest first, and return their candidate ids in queue order."""
+    if limit <= 0:
+        return []
+    pick = (
+        select(Q.c.id)
+        .where(Q.c.run_id == run_id, Q.c.state == QueueState.QUEUED.value)
+        .order_by(Q.c.id)
+        .limit(limit)
+    )
+    if is_postgres(session):
+        pick = pick.with_for_update(skip_locked=True)
+    stmt = (
+        update(Q)
+        .where(Q.c.id.in_(pick.scalar_subquery()))
+        .values(state=QueueState.RUNNING.value, attempts=Q.c.attempts + 1, updated_at=utcnow())
+        .returning(Q.c.id, Q.c.candidate_id)
+    )
+    return [cid for _, cid in sorted(session.execute(stmt).all())]
+
+
+def requeue_in_flight(session: Session, run_id: int) -> int:
+    """Put a killed run's running items back in the queue; returns how many."""
+    stmt = (
+        update(Q)
+        .where(Q.c.run_id == run_id, Q.c.state == QueueState.RUNNING.value)
+        .values(state=QueueState.QUEUED.value, updated_at=utcnow())
+    )
+    return session.execute(stmt).rowcount
+
+
+def mark_done(session: Session, run_id: int, candidate_ids: Iterable[int]) -> None:
+    ids = list(candidate_ids)
+    for start in range(0, len(ids), 1000):
+        session.execute(
+            update(Q)
+            .where(Q.c.run_id == run_id, Q.c.candidate_id.in_(ids[start : start + 1000]))
+            .values(state=QueueState.DONE.value, updated_at=utcnow())
+        )
+
+
+def counts(session: Session, run_id: int) -> dict[str, int]:
+    rows = session.execute(select(Q.c.state, func.count()).where(Q.c.run_id == run_id).group_by(Q.c.state))
+    return {state: n for state, n in rows}

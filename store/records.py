@@ -1,0 +1,130 @@
+"""What the store hands out: frozen dataclasses, never ORM rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from evaluator.candidate import Candidate
+from evaluator.result import EvalResult
+from evaluator.task import Task
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class QueueState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    id: int
+    name: str
+    source: str
+    digest: str
+    path: str | None
+    created_at: datetime
+
+    @property
+    def task(self) -> Task:
+        return Task(name=self.name, source=self.source, digest=self.digest, path=self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    id: int
+    task_id: int
+    status: RunStatus
+    config: Mapping[str, Any]
+    budget: Mapping[str, Any]
+    evaluated: int
+    gpu_s: float
+    cost_usd: float
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateRecord:
+    id: int
+    task_id: int
+    run_id: int | None  # the run that first added it
+    source: str
+    digest: str
+    parents: tuple[str, ...]  # digests of the parents
+    generation: int
+    island: int
+    origin: str
+    note: str
+    created_at: datetime
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(self.source, self.digest, origin=self.origin, parents=self.parents, note=self.note)
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationRecord:
+    id: int
+    candidate_id: int
+    task_id: int
+    run_id: int | None  # the run that measured it
+    result: EvalResult
+    created_at: datetime
+
+    @property
+    def speedup(self) -> float | None:
+        return self.result.speedup
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredCandidate:
+    candidate: CandidateRecord
+    evaluation: EvaluationRecord | None  # None: not evaluated yet (on that device)
+
+    @property
+    def result(self) -> EvalResult | None:
+        return None if self.evaluation is None else self.evaluation.result
+
+    @property
+    def speedup(self) -> float | None:
+        return None if self.evaluation is None else self.evaluation.speedup
+
+
+@dataclass(frozen=True, slots=True)
+class RunTotals:
+    run_id: int
+    evaluated: int  # evaluations this run recorded
+    by_status: Mapping[str, int]  # Status value -> count, over those evaluations
+    best_speedup: float | None
+    gpu_s: float
+    cost_usd: float
+    queue: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # QueueState value -> count
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallRecord:
+    id: int
+    run_id: int | None
+    candidate_id: int | None
+    role: str
+    model: str
+    prompt: str
+    reply: str
+    tokens_in: int
+    tokens_out: int
+    latency_s: float
+    cost_usd: float
+    created_at: datetime

@@ -1,0 +1,190 @@
+"""SQLAlchemy rows (`*Row`). They never leave the `store` package: `Store` turns them into records.
+
+The schema is created by the Alembic migrations in `store/migrations`; `tests/test_store_schema.py` checks that the
+migrations and these rows agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+def _created() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    source: Mapped[str] = mapped_column(Text)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    path: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint("status IN ('running', 'done', 'failed', 'interrupted')", name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), index=True)
+    config: Mapped[dict[str, Any]]
+    budget: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    evaluated: Mapped[int] = mapped_column(Integer, default=0)
+    gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _created()
+
+
+class CandidateRow(Base):
+    __tablename__ = "candidates"
+    # Digest first: a batch lookup `digest IN (...)` then uses the index even before the planner has statistics.
+    __table_args__ = (UniqueConstraint("digest", "task_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), index=True)
+    source: Mapped[str] = mapped_column(Text)
+    digest: Mapped[str] = mapped_column(String(64))
+    parents: Mapped[list[Any]]  # digests of the parents, as in evaluator.Candidate
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    island: Mapped[int] = mapped_column(Integer, default=0)
+    origin: Mapped[str] = mapped_column(String(128))  # seed | tune | llm:<model> | human | import
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = _created()
+
+
+class EvaluationRow(Base):
+    """One verdict per candidate and device; `task_id` is copied from the candidate so top-k reads one index."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        UniqueConstraint("candidate_id", "device_name"),
+        # top_k reads this index backwards (speedup, then id, descending): no sort, even before ANALYZE.
+        Index("ix_evaluations_top", "task_id", "status", "speedup", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), index=True)
+    status: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text)
+    candidate_median_ms: Mapped[float | None] = mapped_column(Float)
+    candidate_iqr_ms: Mapped[float | None] = mapped_column(Float)
+    candidate_reps: Mapped[int | None] = mapped_column(Integer)
+    reference_median_ms: Mapped[float | None] = mapped_column(Float)
+    reference_iqr_ms: Mapped[float | None] = mapped_column(Float)
+    reference_reps: Mapped[int | None] = mapped_column(Integer)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    max_abs_error: Mapped[float | None] = mapped_column(Float)
+    max_rel_error: Mapped[float | None] = mapped_column(Float)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    reference_peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    power_w: Mapped[float | None] = mapped_column(Float)
+    suspicious: Mapped[bool] = mapped_column(Boolean, default=False)
+    device_kind: Mapped[str] = mapped_column(String(32))
+    device_name: Mapped[str] = mapped_column(String(255))
+    device: Mapped[dict[str, Any]]  # the whole DeviceInfo: driver and library versions
+    profile: Mapped[dict[str, Any]]
+    trials: Mapped[list[Any]]
+    log: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = _created()
+
+
+class QueueItemRow(Base):
+    """A run's in-flight work: queued -> running (claimed) -> done. A killed run's `running` items go back to queued."""
+
+    __tablename__ = "queue_items"
+    __table_args__ = (
+        UniqueConstraint("run_id", "candidate_id"),
+        Index("ix_queue_items_claim", "run_id", "state", "id"),
+        CheckConstraint("state IN ('queued', 'running', 'done')", name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _created()
+
+
+class LLMCallRow(Base):
+    __tablename__ = "llm_calls"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), index=True)
+    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
+    role: Mapped[str] = mapped_column(String(64))  # coder | judge | ...
+    model: Mapped[str] = mapped_column(String(255))
+    prompt: Mapped[str] = mapped_column(Text)
+    reply: Mapped[str] = mapped_column(Text)
+    tokens_in: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_out: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = _created()
+
+
+class JobRow(Base):
+    """A unit of work for a pool of workers (later): a worker leases it and keeps the lease alive by heartbeats."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_claim", "state", "priority", "id"),
+        CheckConstraint("state IN ('queued', 'leased', 'done', 'failed')", name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    config: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = _created()

@@ -1,0 +1,209 @@
+"""`Store`: the one API over the SQL database. Every public method is one transaction and returns records."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+
+from evaluator.candidate import Candidate
+from evaluator.result import EvalResult
+from evaluator.task import Task
+from store import queries, queue, writes
+from store.codec import candidate_record, llm_call_record, run_record, task_record
+from store.dialect import insert
+from store.engine import display, session_scope
+from store.errors import StoreError
+from store.records import (
+    CandidateRecord,
+    EvaluationRecord,
+    LLMCallRecord,
+    RunRecord,
+    RunStatus,
+    RunTotals,
+    ScoredCandidate,
+    TaskRecord,
+)
+from store.rows import CandidateRow, LLMCallRow, RunRow, TaskRow, utcnow
+
+_CHUNK = 1000
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @property
+    def url(self) -> str:
+        """The database URL, password hidden."""
+        return display(self._engine.url)
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _session(self, write: bool = False):  # noqa: ANN202 - a context manager
+        return session_scope(self._engine, write=write)
+
+    def _get(self, s: Session, row_type: type, ident: int, what: str) -> Any:
+        row = s.get(row_type, ident)
+        if row is None:
+            raise StoreError(f"The database {self.url} has no {what} with id {ident}.")
+        return row
+
+    # --- tasks ---------------------------------------------------------------------------------------------------
+    def add_task(self, task: Task) -> TaskRecord:
+        """Record a task; the same source (by digest) always gives back the same record."""
+        with self._session(write=True) as s:
+            values = {"name": task.name, "source": task.source, "digest": task.digest, "path": task.path,
+                      "created_at": utcnow()}
+            s.execute(insert(s, TaskRow).values(values).on_conflict_do_nothing(index_elements=["digest"]))
+            return task_record(s.scalars(select(TaskRow).where(TaskRow.digest == task.digest)).one())
+
+    def get_task(self, task_id: int) -> TaskRecord:
+        with self._session() as s:
+            return task_record(self._get(s, TaskRow, task_id, "task"))
+
+    # --- runs ----------------------------------------------------------------------------------------------------
+    def create_run(self, task_id: int, config: Mapping[str, Any], budget: Mapping[str, Any]) -> RunRecord:
+        with self._session(write=True) as s:
+            self._get(s, TaskRow, task_id, "task")
+            now = utcnow()
+            row = RunRow(task_id=task_id, config=dict(config), budget=dict(budget), status=RunStatus.RUNNING.value,
+                         evaluated=0, gpu_s=0.0, cost_usd=0.0, created_at=now, updated_at=now)
+            s.add(row)
+            s.flush()
+            return run_record(row)
+
+    def get_run(self, run_id: int) -> RunRecord:
+        with self._session() as s:
+            return run_record(self._get(s, RunRow, run_id, "run"))
+
+    def list_runs(self, task_id: int | None = None) -> list[RunRecord]:
+        with self._session() as s:
+            query = select(RunRow).order_by(RunRow.id)
+            if task_id is not None:
+                query = query.where(RunRow.task_id == task_id)
+            return [run_record(r) for r in s.scalars(query)]
+
+    def set_run_status(self, run_id: int, status: RunStatus | str) -> RunRecord:
+        try:
+            status = RunStatus(status)
+        except ValueError:
+            choices = ", ".join(s.value for s in RunStatus)
+            raise StoreError(f"{status!r} is not a run status; use one of {choices}.") from None
+        with self._session(write=True) as s:
+            row = self._get(s, RunRow, run_id, "run")
+            row.status, row.updated_at = status.value, utcnow()
+            s.flush()
+            return run_record(row)
+
+    def run_totals(self, run_id: int) -> RunTotals:
+        with self._session() as s:
+            return queries.run_totals(s, self._get(s, RunRow, run_id, "run"), queue.counts(s, run_id))
+
+    # --- candidates ----------------------------------------------------------------------------------------------
+    def add_candidate(
+        self, run_id: int | None, task_id: int, candidate: Candidate, generation: int = 0, island: int = 0
+    ) -> tuple[CandidateRecord, bool]:
+        """Record a candidate unless the task already has one with that source; True when it is new."""
+        [(record, new)] = self.add_candidates(run_id, task_id, [candidate], generation, island)
+        return record, new
+
+    def add_candidates(
+        self, run_id: int | None, task_id: int, candidates: Sequence[Candidate], generation: int = 0, island: int = 0
+    ) -> list[tuple[CandidateRecord, bool]]:
+        """Many `add_candidate`s in one transaction; safe against other processes adding the same sources."""
+        out: list[tuple[CandidateRecord, bool]] = []
+        with self._session(write=True) as s:
+            for start in range(0, len(candidates), _CHUNK):
+                chunk = candidates[start : start + _CHUNK]
+                out += writes.insert_candidates(s, run_id, task_id, chunk, generation, island)
+        return out
+
+    def get_candidate(self, candidate_id: int) -> CandidateRecord:
+        with self._session() as s:
+            return candidate_record(self._get(s, CandidateRow, candidate_id, "candidate"))
+
+    def find_candidate(self, task_id: int, digest: str) -> CandidateRecord | None:
+        with self._session() as s:
+            row = s.scalars(select(CandidateRow).where(CandidateRow.task_id == task_id,
+                                                        CandidateRow.digest == digest)).one_or_none()
+            return None if row is None else candidate_record(row)
+
+    # --- the run's queue -----------------------------------------------------------------------------------------
+    def enqueue(self, run_id: int, candidate_ids: int | Sequence[int]) -> int:
+        """Queue candidates for evaluation in a run; returns how many were newly queued."""
+        ids = [candidate_ids] if isinstance(candidate_ids, int) else list(candidate_ids)
+        with self._session(write=True) as s:
+            return queue.enqueue(s, run_id, ids)
+
+    def claim_pending(self, run_id: int, limit: int) -> list[CandidateRecord]:
+        """Take up to `limit` queued candidates (oldest first) and mark them running; no two callers get the same."""
+        with self._session(write=True) as s:
+            ids = queue.claim(s, run_id, limit)
+            found = queries.candidates_by_id(s, ids)
+            return [found[i] for i in ids]
+
+    def requeue_in_flight(self, run_id: int) -> int:
+        """On resume: evaluations that were running when the run died go back to the queue; returns how many."""
+        with self._session(write=True) as s:
+            return queue.requeue_in_flight(s, run_id)
+
+    # --- results -------------------------------------------------------------------------------------------------
+    def add_result(self, candidate_id: int, run_id: int | None, result: EvalResult, gpu_s: float = 0.0
+                   ) -> EvaluationRecord:
+        """Record a verdict and close the candidate's queue item, in one transaction.
+
+        Idempotent per candidate and device: a second verdict for the same pair returns the first unchanged.
+        `gpu_s` (device time the evaluation took) is added to the run's totals.
+        """
+        [record] = self.add_results(run_id, [(candidate_id, result)], gpu_s)
+        return record
+
+    def add_results(self, run_id: int | None, items: Sequence[tuple[int, EvalResult]], gpu_s: float = 0.0
+                    ) -> list[EvaluationRecord]:
+        """Many `add_result`s in one transaction."""
+        out: list[EvaluationRecord] = []
+        with self._session(write=True) as s:
+            for start in range(0, len(items), _CHUNK):
+                out += writes.insert_results(s, self.url, run_id, items[start : start + _CHUNK], gpu_s)
+        return out
+
+    def history(self, run_id: int, device: str | None = None) -> list[ScoredCandidate]:
+        """The run's candidates in creation order, each with its verdict (None while unevaluated)."""
+        with self._session() as s:
+            self._get(s, RunRow, run_id, "run")
+            return queries.history(s, run_id, device)
+
+    def top_k(self, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
+        """The task's k fastest correct candidates across runs, by speedup, optionally on one device name."""
+        with self._session() as s:
+            return queries.top_k(s, task_id, k, device)
+
+    # --- LLM calls -----------------------------------------------------------------------------------------------
+    def record_llm_call(
+        self, run_id: int | None, role: str, model: str, prompt: str, reply: str, *, tokens_in: int = 0,
+        tokens_out: int = 0, latency_s: float = 0.0, cost_usd: float = 0.0, candidate_id: int | None = None,
+    ) -> LLMCallRecord:
+        """Keep a prompt and its reply; the cost is added to the run's totals in the same transaction."""
+        with self._session(write=True) as s:
+            row = LLMCallRow(run_id=run_id, candidate_id=candidate_id, role=role, model=model, prompt=prompt,
+                             reply=reply, tokens_in=tokens_in, tokens_out=tokens_out, latency_s=latency_s,
+                             cost_usd=cost_usd, created_at=utcnow())
+            s.add(row)
+            if run_id is not None:
+                s.execute(update(RunRow).where(RunRow.id == run_id).values(
+                    cost_usd=RunRow.cost_usd + cost_usd, updated_at=utcnow()))
+            s.flush()
+            return llm_call_record(row)

@@ -1,0 +1,79 @@
+"""Batched, race-safe inserts: INSERT ... ON CONFLICT DO NOTHING RETURNING, then a look-up of the rows that existed.
+
+Rows are inserted in key order, so concurrent writers lock keys in one order and cannot deadlock; the look-ups go
+through an index whose first column is the looked-up key, so they stay fast before the planner has statistics.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from evaluator.candidate import Candidate
+from evaluator.result import EvalResult
+from store import queue
+from store.codec import (
+    CANDIDATE_COLUMNS,
+    EVALUATION_COLUMNS,
+    candidate_from_values,
+    evaluation_from_values,
+    result_columns,
+)
+from store.dialect import insert
+from store.errors import StoreError
+from store.records import CandidateRecord, EvaluationRecord
+from store.rows import CandidateRow, EvaluationRow, RunRow, utcnow
+
+C = CandidateRow.__table__
+E = EvaluationRow.__table__
+
+
+def insert_candidates(
+    session: Session, run_id: int | None, task_id: int, chunk: Sequence[Candidate], generation: int, island: int
+) -> list[tuple[CandidateRecord, bool]]:
+    now = utcnow()
+    values = [
+        {"task_id": task_id, "run_id": run_id, "source": c.source, "digest": c.digest, "parents": list(c.parents),
+         "generation": generation, "island": island, "origin": c.origin, "note": c.note, "created_at": now}
+        for c in sorted(chunk, key=lambda c: c.digest)
+    ]
+    stmt = insert(session, C).on_conflict_do_nothing(index_elements=["digest", "task_id"]).returning(*CANDIDATE_COLUMNS)
+    added = {rec.digest: rec for rec in map(candidate_from_values, session.execute(stmt, values))}
+    existing = {c.digest for c in chunk} - added.keys()
+    found = dict(added)
+    if existing:
+        rows = session.execute(select(*CANDIDATE_COLUMNS).where(C.c.digest.in_(existing), C.c.task_id == task_id))
+        found.update((rec.digest, rec) for rec in map(candidate_from_values, rows))
+    out = []
+    for c in chunk:
+        out.append((found[c.digest], c.digest in added))
+        added.pop(c.digest, None)  # a source repeated within the batch is new only once
+    return out
+
+
+def insert_results(
+    session: Session, url: str, run_id: int | None, chunk: Sequence[tuple[int, EvalResult]], gpu_s: float
+) -> list[EvaluationRecord]:
+    ids = {cid for cid, _ in chunk}
+    task_of = {cid: tid for cid, tid in session.execute(select(C.c.id, C.c.task_id).where(C.c.id.in_(ids)))}
+    if missing := sorted(ids - task_of.keys()):
+        raise StoreError(f"The database {url} has no candidate with id {missing[0]}.")
+    now = utcnow()
+    values = [{"candidate_id": cid, "task_id": task_of[cid], "run_id": run_id, "created_at": now, **result_columns(res)}
+              for cid, res in sorted(chunk, key=lambda item: (item[0], item[1].device.name))]
+    stmt = (insert(session, E).on_conflict_do_nothing(index_elements=["candidate_id", "device_name"])
+            .returning(*EVALUATION_COLUMNS))
+    inserted = map(evaluation_from_values, session.execute(stmt, values))
+    added = {(ev.candidate_id, ev.result.device.name): ev for ev in inserted}
+    found = dict(added)
+    if existing := {(cid, res.device.name) for cid, res in chunk} - added.keys():
+        rows = session.execute(select(*EVALUATION_COLUMNS).where(E.c.candidate_id.in_({cid for cid, _ in existing})))
+        found.update(((ev.candidate_id, ev.result.device.name), ev) for ev in map(evaluation_from_values, rows))
+    if run_id is not None:
+        queue.mark_done(session, run_id, sorted(ids))
+        if added:
+            session.execute(update(RunRow).where(RunRow.id == run_id).values(
+                evaluated=RunRow.evaluated + len(added), gpu_s=RunRow.gpu_s + gpu_s * len(added), updated_at=now))
+    return [found[(cid, res.device.name)] for cid, res in chunk]
