@@ -217,6 +217,10 @@ class LocalEvaluator:
         if cfg.profile:
             reply, _ = cand.request({"cmd": "profile", "seed": fresh_seed()}, cfg.run_timeout_s, "profiling")
             profile = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
+            if kind == "cuda":
+                from evaluator.ncu import profile_with_ncu
+                profile.update(profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
+                                                cfg.compile_timeout_s, cfg.sandbox))
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
