@@ -146,8 +146,8 @@ class RayRunner:
             self._owns_ray = True
         gpus = int(ray.cluster_resources().get("GPU", 0))
         options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
-        if gpus:
-            options["num_gpus"] = 1
+        if gpus:  # one actor per GPU; its CPU work is the evaluator's own processes, so no CPU is reserved
+            options.update(num_gpus=1, num_cpus=0)
         self._actor_class = ray.remote(**options)(EvaluatorActor)
         self._sandbox = sandbox
         self._recycle_after = recycle_after
@@ -237,7 +237,7 @@ class RayRunner:
     def _collect(self, ref: Any) -> None:
         exceptions = self._ray.exceptions
         with self._lock:
-            slot = next((s for s in self._slots if s.ref is ref), None)
+            slot = next((s for s in self._slots if s.ref is not None and s.ref == ref), None)
             if slot is None or slot.job is None:
                 return
             job, slot.job, slot.ref = slot.job, None, None

@@ -19,4 +19,7 @@ def format_bytes(n: int) -> str:
 
 
 def format_speedup(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
+    """Two decimals, or two significant digits below 0.1x (interpreted Triton on CPU is ~0.001x of PyTorch)."""
+    if x is None:
+        return "-"
+    return f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"

@@ -1,0 +1,259 @@
+"""The run loop: propose, record, evaluate, record, select — until a budget is spent.
+
+The driver (this loop, one thread) owns every store write. Proposals run on their own thread (`ProposalThread`) and
+evaluations on the runner's workers; the loop waits on whichever finishes first, so a slow proposer never delays
+recording a result and the workers are kept fed from the store's queue while proposals are pending.
+
+Crash safety (kill -9 at any moment): a candidate and its queue row are written before it is submitted; a result and
+the queue item's completion are one transaction afterwards. Resuming puts the run's in-flight items back in the queue
+and rebuilds the population from the run's history; there is no other checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evaluator.candidate import Candidate
+from evaluator.config import EvalConfig
+from evaluator.pool import Runner
+from evaluator.result import EvalResult
+from evaluator.task import Task
+from opforge.population import Member, member_from_scored
+from opforge.proposals import Proposal, ProposalThread, Proposer
+from opforge.strategy import EvolutionStrategy, StrategyConfig
+from store import CandidateRecord, RunRecord, RunStatus, Store
+
+TICK_S = 0.5                    # progress refresh while waiting
+MAX_EMPTY_ROUNDS = 5            # proposal rounds with nothing new before waiting for fresh results
+MAX_PROPOSER_FAILURES = 3       # consecutive failed proposal rounds before the run stops
+
+
+class SearchError(Exception):
+    """A run that cannot go on; the message is one readable sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_candidates: int
+    time_limit_s: float | None = None   # wall time of one invocation (a resumed run gets it again)
+    gpu_s: float | None = None          # evaluation seconds on the workers: GPU-seconds on GPUs, worker-seconds on CPU
+
+    def __post_init__(self) -> None:
+        if self.max_candidates < 1:
+            raise ValueError(f"the budget must allow at least one candidate, not {self.max_candidates}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_candidates": self.max_candidates, "time_limit_s": self.time_limit_s, "gpu_s": self.gpu_s}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> "Budget":
+        return Budget(int(data["max_candidates"]), data.get("time_limit_s"), data.get("gpu_s"))
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    run_id: int
+    event: str                          # start | result | tick | stop
+    done: int
+    budget: int
+    in_flight: int
+    queued: int
+    best_speedup: float | None
+    by_status: Mapping[str, int]
+    gpu_s: float
+    elapsed_s: float
+    last: Member | None = None          # the member just measured (event "result")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    run_id: int
+    status: RunStatus
+    done: int
+    stop_reason: str
+    best: Member | None
+    by_status: Mapping[str, int] = field(default_factory=dict)
+
+
+def start_run(store: Store, task: Task, seed: Candidate, config: Mapping[str, Any], budget: Budget) -> RunRecord:
+    """Record the task, a new run and its seed kernel (generation 0, queued first)."""
+    task_record = store.add_task(task)
+    run = store.create_run(task_record.id, config, budget.to_json())
+    record, _ = store.add_candidate(run.id, task_record.id, seed, generation=0, island=0)
+    store.enqueue(run.id, record.id)
+    return run
+
+
+def eval_config_json(cfg: EvalConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+def eval_config_from(data: Mapping[str, Any] | None) -> EvalConfig:
+    known = set(EvalConfig.__dataclass_fields__)
+    return EvalConfig(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+class Search:
+    def __init__(self, store: Store, run_id: int, task: Task, proposer: Proposer, runner: Runner,
+                 eval_cfg: EvalConfig, budget: Budget, strategy_config: StrategyConfig = StrategyConfig(),
+                 oversample: int = 1, on_progress: Callable[[Progress], None] | None = None) -> None:
+        self.store, self.run_id, self.task = store, run_id, task
+        self.proposer, self.runner, self.eval_cfg, self.budget = proposer, runner, eval_cfg, budget
+        self.strategy_config, self.oversample = strategy_config, oversample
+        self.on_progress = on_progress
+        self.by_status: Counter[str] = Counter()
+        self.done = self.queued = 0
+        self.gpu_s = 0.0
+        self.inflight: dict[Future[EvalResult], tuple[CandidateRecord, int, float]] = {}
+        self._started = time.monotonic()
+
+    # -- set-up from the store ------------------------------------------------------------------------------------
+    def _rebuild(self) -> EvolutionStrategy:
+        run = self.store.get_run(self.run_id)
+        self.store.requeue_in_flight(self.run_id)
+        history = self.store.history(self.run_id)
+        if not history:
+            raise SearchError(f"Run {self.run_id} has no candidates recorded (it was stopped while starting); "
+                              "start a new run.")
+        unmeasured = [sc.candidate.id for sc in history if sc.evaluation is None]
+        if unmeasured:  # a kill between recording a candidate and queueing it must not lose it
+            self.store.enqueue(self.run_id, unmeasured)
+        members = [member_from_scored(sc) for sc in history]
+        self.by_status.update(str(m.status) for m in members if not m.pending)
+        totals = self.store.run_totals(self.run_id)
+        self.done, self.queued = totals.queue.get("done", 0), totals.queue.get("queued", 0)
+        self.gpu_s = run.gpu_s
+        self.task_id = run.task_id
+        return EvolutionStrategy.from_members(members, self.strategy_config)
+
+    # -- the loop -------------------------------------------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        self._started = time.monotonic()
+        strategy = self._rebuild()
+        self.store.set_run_status(self.run_id, RunStatus.RUNNING)
+        proposals = ProposalThread(self.proposer, self.task, self.oversample)
+        pending: Future[list[Proposal]] | None = None
+        stop: str | None = None
+        status = RunStatus.DONE
+        empty_rounds = failures = 0
+        self._report("start", strategy)
+        try:
+            while True:
+                stop = stop or self._budget_spent()
+                if stop is None:
+                    self._submit_queued()
+                    room = self.budget.max_candidates - self.done - len(self.inflight) - self.queued
+                    want = min(room, 2 * self.runner.capacity - len(self.inflight) - self.queued)
+                    if pending is None and want > 0 and empty_rounds < MAX_EMPTY_ROUNDS:
+                        requests = strategy.ask(want)
+                        if requests:
+                            pending = proposals.submit(requests)
+                    if pending is None and not self.inflight and not self.queued:
+                        stop = ("the proposer has nothing new to offer" if room > 0
+                                else f"reached the budget of {self.budget.max_candidates} candidates")
+                if stop is not None and not self.inflight:
+                    break
+                waiting = set(self.inflight) | ({pending} if pending is not None and stop is None else set())
+                wait(waiting, timeout=TICK_S, return_when=FIRST_COMPLETED)
+                for future in [f for f in self.inflight if f.done()]:
+                    self._record_result(future, strategy)
+                    empty_rounds = 0
+                if pending is not None and pending.done() and stop is None:
+                    batch, pending = pending.result(), None
+                    added = self._record_proposals(batch, strategy)
+                    empty_rounds = 0 if added else empty_rounds + 1
+                    failed = [p.error for p in batch if p.error]
+                    failures = failures + 1 if failed and len(failed) == len(batch) else 0
+                    if failures >= MAX_PROPOSER_FAILURES:
+                        stop, status = f"the proposer failed {failures} times in a row: {failed[0]}", RunStatus.FAILED
+                self._report("tick", strategy)
+        except KeyboardInterrupt:
+            self.store.set_run_status(self.run_id, RunStatus.INTERRUPTED)
+            raise
+        except BaseException:
+            self.store.set_run_status(self.run_id, RunStatus.FAILED)
+            raise
+        finally:
+            proposals.close()
+        self.store.set_run_status(self.run_id, status)
+        self._report("stop", strategy)
+        return RunOutcome(self.run_id, status, self.done, stop or "", strategy.population.best(),
+                          dict(self.by_status))
+
+    def _budget_spent(self) -> str | None:
+        b = self.budget
+        if self.done >= b.max_candidates:
+            return f"reached the budget of {b.max_candidates} candidates"
+        if b.time_limit_s is not None and time.monotonic() - self._started >= b.time_limit_s:
+            return f"reached the time limit of {b.time_limit_s:g} s"
+        if b.gpu_s is not None and self.gpu_s >= b.gpu_s:
+            return f"reached the evaluation-time budget of {b.gpu_s:g} s"
+        return None
+
+    def _submit_queued(self) -> None:
+        free = self.runner.capacity - len(self.inflight)
+        if free <= 0 or self.queued <= 0:
+            return
+        claimed = self.store.claim_pending(self.run_id, free)
+        self.queued = max(0, self.queued - len(claimed)) if len(claimed) == free else 0
+        for record in claimed:
+            future = self.runner.submit(self.task, record.candidate, self.eval_cfg)
+            self.inflight[future] = (record, record.island, time.monotonic())
+
+    def _record_result(self, future: Future[EvalResult], strategy: EvolutionStrategy) -> None:
+        record, island, started = self.inflight.pop(future)
+        result = future.result()  # a TaskError (the task is unusable) stops the run
+        elapsed_s = time.monotonic() - started
+        evaluation = self.store.add_result(record.id, self.run_id, result, gpu_s=elapsed_s)
+        self.done += 1
+        self.gpu_s += elapsed_s
+        known = strategy.population.members.get(record.digest)
+        member = Member(candidate=record.candidate, candidate_id=record.id,
+                        generation=known.generation if known else record.generation,
+                        island=known.island if known else island, status=evaluation.result.status,
+                        speedup=evaluation.result.speedup,
+                        candidate_ms=None if evaluation.result.candidate_ms is None
+                        else evaluation.result.candidate_ms.median_ms,
+                        peak_memory_bytes=evaluation.result.peak_memory_bytes, energy_j=evaluation.result.energy_j)
+        strategy.tell(member)
+        self.by_status[str(member.status)] += 1
+        self._report("result", strategy, member)
+
+    def _record_proposals(self, batch: list[Proposal], strategy: EvolutionStrategy) -> int:
+        room = self.budget.max_candidates - self.done - len(self.inflight) - self.queued
+        chosen: dict[str, tuple[Candidate, int, int]] = {}
+        for proposal in batch:
+            taken = 0
+            for candidate in proposal.candidates:
+                if len(chosen) >= room or taken >= proposal.request.n:
+                    break
+                if strategy.population.knows(candidate.digest) or candidate.digest in chosen:
+                    continue
+                chosen[candidate.digest] = (candidate, proposal.request.generation, proposal.request.island)
+                taken += 1
+        groups: dict[tuple[int, int], list[Candidate]] = {}
+        for candidate, generation, island in chosen.values():
+            groups.setdefault((generation, island), []).append(candidate)
+        ids: list[int] = []
+        for (generation, island), candidates in groups.items():
+            for record, _ in self.store.add_candidates(self.run_id, self.task_id, candidates, generation, island):
+                ids.append(record.id)
+                strategy.note_pending(Member(candidate=record.candidate, candidate_id=record.id,
+                                             generation=generation, island=island))
+        if ids:
+            self.queued += self.store.enqueue(self.run_id, ids)
+        return len(ids)
+
+    def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None) -> None:
+        if self.on_progress is None:
+            return
+        best = strategy.population.best()
+        self.on_progress(Progress(
+            run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
+            in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
+            by_status=dict(self.by_status), gpu_s=self.gpu_s, elapsed_s=time.monotonic() - self._started, last=last))

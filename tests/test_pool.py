@@ -1,0 +1,120 @@
+"""Runners: failures become statuses, a dying Ray actor is replaced and its evaluation retried once, then `crashed`;
+and a whole search through real Ray with two CPU actors."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.tuner import TuneProposer
+from benchmarks import builtin_task, seed_for
+from evaluator import Candidate, EvalConfig, EvalResult, Status, TaskError, load_candidate, load_task
+from evaluator.pool import LocalRunner, RayRunner, evaluate_safely
+from opforge.search import Budget, Search, start_run
+from store import QueueState, RunStatus, get_store
+
+TASK = Path(__file__).parent / "tasks" / "relu.py"
+FAST = EvalConfig(max_timing_s=0.3, trials=1, profile=False, warmup_ms=5.0)
+
+
+def _seed() -> Candidate:
+    return load_candidate(seed_for(builtin_task("relu")), origin="seed")
+
+
+class _Exploding:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def evaluate(self, task, candidate, cfg) -> EvalResult:
+        raise self.exc
+
+
+def test_unexpected_evaluator_errors_become_crashed_and_task_errors_propagate():
+    task = load_task(TASK)
+    result = evaluate_safely(_Exploding(RuntimeError("boom")), task, _seed(), FAST)  # type: ignore[arg-type]
+    assert result.status == Status.CRASHED and "boom" in result.reason
+    with pytest.raises(TaskError):
+        evaluate_safely(_Exploding(TaskError("bad task")), task, _seed(), FAST)  # type: ignore[arg-type]
+
+
+def test_local_runner_returns_statuses_for_bad_candidates():
+    runner = LocalRunner(workers=2)
+    try:
+        task = load_task(TASK)
+        broken = runner.submit(task, Candidate.from_source("def ModelNew(:\n"), FAST)
+        sneaky = runner.submit(task, Candidate.from_source("import subprocess\nclass ModelNew: pass\n"), FAST)
+        assert broken.result(timeout=60).status == Status.COMPILE_ERROR
+        assert sneaky.result(timeout=60).status == Status.REJECTED
+        assert runner.capacity == 2
+    finally:
+        runner.close()
+
+
+@pytest.fixture(scope="module")
+def ray_runtime():
+    ray = pytest.importorskip("ray")
+    import logging
+    ray.init(num_cpus=3, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+             object_store_memory=128 * 2**20)
+    yield ray
+    ray.shutdown()
+
+
+def _kill_current_actor(ray, runner: RayRunner, not_this: object = None, timeout_s: float = 120) -> object:
+    """Kill the slot's actor once it exists and differs from `not_this`; returns the killed handle."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        actor = runner.actors[0]
+        if actor is not None and actor is not not_this:
+            ray.kill(actor, no_restart=True)
+            return actor
+        time.sleep(0.05)
+    raise AssertionError("no actor was started")
+
+
+@pytest.mark.slow
+def test_ray_actor_death_is_retried_once_then_recorded_as_crashed(ray_runtime):
+    ray = ray_runtime
+    task = load_task(TASK)
+    runner = RayRunner(workers=1, recycle_after=1)
+    try:
+        # One death: replaced, retried on the fresh actor, verdict as usual.
+        future = runner.submit(task, _seed(), FAST)
+        _kill_current_actor(ray, runner)
+        result = future.result(timeout=240)
+        assert result.status == Status.OK, result.reason
+        stats = runner.stats()
+        assert (stats.actors_died, stats.retried, stats.actors_recycled) == (1, 1, 1)  # recycled after 1 evaluation
+        assert runner.actors == (None,)
+
+        # Two deaths of the same evaluation: crashed.
+        future = runner.submit(task, _seed(), FAST)
+        first = _kill_current_actor(ray, runner)
+        _kill_current_actor(ray, runner, not_this=first)
+        result = future.result(timeout=240)
+        assert result.status == Status.CRASHED and "died 2 times" in result.reason
+        assert runner.stats().actors_died == 3
+    finally:
+        runner.close()
+
+
+@pytest.mark.slow
+def test_search_through_ray_with_two_cpu_actors(tmp_path, ray_runtime):
+    store = get_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    task = load_task(TASK)
+    runner = RayRunner(workers=2)
+    assert runner.capacity == 2 and not runner.uses_gpus
+    try:
+        budget = Budget(4)
+        run = start_run(store, task, _seed(), {"coder": "tune"}, budget)
+        outcome = Search(store, run.id, task, TuneProposer(seed=3), runner, FAST, budget, oversample=4).run()
+        assert outcome.status == RunStatus.DONE and outcome.done == 4
+        history = store.history(run.id)
+        assert [sc.evaluation.result.status for sc in history] == [Status.OK] * 4
+        assert store.run_totals(run.id).queue == {QueueState.DONE.value: 4}
+        assert runner.stats().actors_started == 2
+    finally:
+        runner.close()
+        store.close()
