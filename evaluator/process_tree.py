@@ -70,3 +70,33 @@ def kill_tree(pid: int, include_root: bool = True) -> None:
                 kill()
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+PR_SET_DUMPABLE = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def set_undumpable() -> bool:
+    """Make this process's /proc entries (environ, mem, ...) unreadable to processes without CAP_SYS_PTRACE."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def drop_capabilities() -> bool:
+    """Clear every capability of this process (a root worker then cannot read other processes' secrets)."""
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in range(64):
+            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP: nothing exec'd later regains it
+        return libc.capset(ctypes.byref(Header(_LINUX_CAPABILITY_VERSION_3, 0)), (Data * 2)()) == 0
+    except (OSError, AttributeError):
+        return False

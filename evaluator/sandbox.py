@@ -106,6 +106,11 @@ class Zygote:
         self._reader = None
 
     def _start(self) -> None:
+        if self.role == "candidate":
+            # Candidate workers lose every capability; an undumpable driver then keeps its environment (API keys)
+            # out of their reach through /proc even without bubblewrap's PID namespace.
+            from evaluator.process_tree import set_undumpable
+            set_undumpable()
         ours, theirs = socket.socketpair()
         cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role]
         if self.isolation == "bwrap":

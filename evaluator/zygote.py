@@ -68,6 +68,7 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
     guards.install_launch_counters(cuda_available=request["device"] == "cuda")
     if role == "candidate":
+        process_tree.drop_capabilities()
         _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
     channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])
     Worker(channel, role, guards).serve()
@@ -89,6 +90,8 @@ def main() -> None:
 
     control = socket.socket(fileno=control_fd)
     process_tree.set_subreaper()
+    if role == "reference":
+        process_tree.set_undumpable()  # it holds the driver's full environment
     children: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     control.sendall(b'{"ready": true}\n')
