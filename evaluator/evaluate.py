@@ -77,6 +77,17 @@ class LocalEvaluator:
 
     # -- task check -----------------------------------------------------------------------------------------------
     def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0) -> TaskReport:
+        """Load the task in the trusted reference worker and run it once per shape variant. On the meta device
+        (shapes only), a task that needs real values (`.item()`, data-dependent shapes) is run on the CPU instead."""
+        if device == "meta":
+            try:
+                return self._check_task(task, "meta", timeout_s)
+            except TaskError:
+                report = self._check_task(task, "cpu", timeout_s)
+                return dataclasses.replace(report, device="cpu (the meta device could not run it)")
+        return self._check_task(task, device, timeout_s)
+
+    def _check_task(self, task: Task, device: str, timeout_s: float) -> TaskReport:
         kind = device if device == "meta" else resolve_device(device)
         nonce = secrets.token_hex(16)
         conn = self._connect("cpu" if kind == "meta" else kind, "reference", nonce, EvalConfig(), task)
@@ -94,7 +105,6 @@ class LocalEvaluator:
             variants = tuple(dict(v) for v in reply.get("variant_overrides", [{}] * n))
             return TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
         except Refused as exc:
-            from evaluator.task import TaskError
             raise TaskError(f"{task.label}: {exc.reason}") from None
         finally:
             conn.close()
