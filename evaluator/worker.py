@@ -135,6 +135,9 @@ class Worker:
         if cuda:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
         report["launches"] = self.guards.launch_total() - launches0
+        if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
+            self.ch.send(report)
+            return
         problem = self._problem(outputs, inputs, before) + (self._refuse_reason(),)
         if self.enforce and any(problem):
             self.ch.send({"status": "rejected", "reason": next(p for p in problem if p)})
@@ -143,7 +146,7 @@ class Worker:
         if len(tensors) != len(outputs):
             self.ch.send({"status": "incorrect", "reason": "the forward returned something that is not a tensor"})
             return
-        self.ch.send(report, [] if rt.device.type == "meta" else tensors)
+        self.ch.send(report, tensors)
 
     def cmd_time(self, cmd: dict[str, Any]) -> None:
         """Timed calls on fresh inputs; after each, the driver says whether to send that call's outputs back."""

@@ -34,6 +34,14 @@ def _evaluations(url: str, run_id: int) -> dict[int, tuple[int, str, float | Non
         store.close()
 
 
+def _run_exists(url: str, run_id: int) -> bool:
+    store = get_store(url)
+    try:
+        return any(r.id == run_id for r in store.list_runs())
+    finally:
+        store.close()
+
+
 def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     common = ["--db", url, "--runner", "local", "--workers", "2"]
@@ -44,7 +52,7 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
     before: dict = {}
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if (tmp_path / "runs.db").exists():
+            if (tmp_path / "runs.db").exists() and _run_exists(url, 1):  # the file appears before the run row
                 before = _evaluations(url, 1)
                 if len(before) >= KILL_AFTER:
                     break
