@@ -56,13 +56,17 @@ def _bwrap_prefix(device: str) -> list[str]:
     args = ["bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc",
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     home = Path(os.path.expanduser("~"))
-    hidden = [p for p in (home, Path("/home"), Path("/root")) if p.is_dir()]
-    for h in dict.fromkeys(hidden):
+    hidden = [Path("/tmp")] + [p for p in (home, Path("/home"), Path("/root")) if p.is_dir() and p != Path("/")]
+    for h in dict.fromkeys(hidden[1:]):
         args += ["--tmpfs", str(h)]
-    needed = {Path(sys.prefix), Path(sys.base_prefix), PROJECT_ROOT, *map(Path, sys.path[1:])}
+    # The Python installation, its site-packages and the project are bound back read-only where they live under a
+    # hidden folder (a virtualenv in the home directory, a checkout under /tmp, ...).
+    needed = {Path(sys.prefix), Path(sys.base_prefix), PROJECT_ROOT, *(Path(p) for p in sys.path[1:] if p)}
+    bound: list[Path] = []
     for p in sorted(needed, key=lambda q: len(q.parts)):
-        if p.exists() and any(_under(p, h) for h in hidden):
+        if p.exists() and any(_under(p, h) for h in hidden) and not any(_under(p, b) for b in bound):
             args += ["--ro-bind", str(p), str(p)]
+            bound.append(p)
     if device == "cuda":
         for dev in sorted(Path("/dev").glob("nvidia*")):
             args += ["--dev-bind", str(dev), str(dev)]
