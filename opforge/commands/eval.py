@@ -9,7 +9,7 @@ from pathlib import Path
 from evaluator import EvalConfig, EvalResult, TaskError, evaluate, load_candidate, load_task
 from evaluator.candidate import CandidateFileError
 from opforge.cli import UsageError
-from opforge.display import format_bytes, format_ms
+from opforge.display import format_bytes, format_ms, format_speedup
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,12 +67,12 @@ def summary(r: EvalResult, candidate_name: str, task_name: str) -> str:
              f"  reason         {r.reason}"]
     if r.speedup is not None and r.candidate_ms and r.reference_ms:
         flag = "  (suspicious: re-measured)" if r.suspicious else ""
-        lines.append(f"  speedup        {r.speedup:.3f}x{flag}")
+        lines.append(f"  speedup        {format_speedup(r.speedup)}{flag}")
         lines.append(f"  candidate      {format_ms(r.candidate_ms)}")
         lines.append(f"  reference      {format_ms(r.reference_ms)}")
         if r.compiled_reference_ms is not None:
             lines.append(f"  torch.compile  {format_ms(r.compiled_reference_ms)}   "
-                         f"speedup over it {r.speedup_vs_compile:.3f}x")
+                         f"speedup over it {format_speedup(r.speedup_vs_compile)}")
     if r.max_abs_error is not None:
         lines.append(f"  max abs error  {r.max_abs_error:.3g}   max rel error {r.max_rel_error or 0:.3g}")
     if r.peak_memory_bytes is not None:
