@@ -159,23 +159,21 @@ class LocalEvaluator:
         for v in range(1, n_variants):
             plan += [(v, "task", None), (v, "normal", None)]
         trials: list[dict[str, Any]] = []
-        launches = 0
         worst_abs = worst_rel = 0.0
-        ref_ops: set[str] = set()
-        cand_ops: set[str] = set()
         peak = ref_peak = None
         for i, (variant, dist, probe) in enumerate(plan):
             seed = probe_seed if probe == "near-copy" else fresh_seed()
-            run = {"cmd": "run", "variant": variant, "seed": seed, "distribution": dist, "trace": i == 0}
+            run = {"cmd": "run", "variant": variant, "seed": seed, "distribution": dist, "trace": True}
             expected_reply, expected = ref.request(run, cfg.run_timeout_s, "computing expected outputs")
             if probe is not None:
                 run |= {"prime_seed": probe_seed, "reuse_tensors": probe == "same-tensors"}
             timeout = cfg.compile_timeout_s if i == 0 or variant != plan[i - 1][0] else cfg.run_timeout_s
             got_reply, got = cand.request(run, timeout, f"correctness trial {i + 1}")
-            launches += int(got_reply.get("launches", 0))
             if i == 0:
-                ref_ops, cand_ops = set(expected_reply.get("ops", [])), set(got_reply.get("ops", []))
                 peak, ref_peak = got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")
+            if not cfg.allow_torch:
+                _refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(got_reply.get("ops", [])),
+                                     set(expected_reply.get("ops", [])))
             verdict = compare(expected, got, tolerance)
             worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
             trials.append({"variant": variant, "distribution": dist, "probe": probe, "max_abs_error": verdict.max_abs_error,
@@ -189,14 +187,6 @@ class LocalEvaluator:
                 return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",
                                   max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev,
                                   trials=tuple(trials))
-        if not cfg.allow_torch:
-            if launches == 0:
-                raise Refused(Status.REJECTED, "the candidate launched no custom kernel (no Triton or CUDA extension "
-                                               "call ran); PyTorch-only candidates need --allow-torch")
-            if recomputes_reference(cand_ops, ref_ops):
-                raise Refused(Status.REJECTED, "the candidate recomputes the whole reference with PyTorch "
-                                               f"({', '.join(sorted(ref_ops))}); its kernels do none of the work",
-                              )
 
         meter = EnergyMeter(kind)
         m = measure(ref, cand, cfg, kind, meter)
@@ -253,6 +243,16 @@ class LocalEvaluator:
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
             conn.close()
+
+
+def _refuse_pytorch_only(trial: int, launches: int, candidate_ops: set[str], reference_ops: set[str]) -> None:
+    """Every call that has work to do must launch a custom kernel, and must not redo the reference in PyTorch."""
+    if launches == 0 and reference_ops:
+        raise Refused(Status.REJECTED, f"the candidate launched no custom kernel in trial {trial + 1} (no Triton or CUDA "
+                                       "extension call ran); PyTorch-only candidates need --allow-torch")
+    if recomputes_reference(candidate_ops, reference_ops):
+        raise Refused(Status.REJECTED, f"in trial {trial + 1} the candidate recomputes the whole reference with PyTorch "
+                                       f"({', '.join(sorted(reference_ops))}); its kernels do none of the work")
 
 
 _default: LocalEvaluator | None = None

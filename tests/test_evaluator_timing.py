@@ -12,7 +12,7 @@ import torch.nn as nn
 N = 256
 class Model(nn.Module):
     def forward(self, x):
-        time.sleep(0.03)   # a deliberately slow reference, so that an honest kernel is far above 10x
+        time.sleep(0.08)   # a deliberately slow reference, so that an honest kernel is far above 10x
         return torch.relu(x)
 def get_inputs():
     return [torch.randn(N)]
@@ -52,7 +52,7 @@ def test_speedup_above_threshold_is_flagged_and_confirmed_by_the_drivers_clock(t
 
 def test_profile_feedback_names_launches_and_torch_ops(tmp_path: Path):
     task_file = tmp_path / "relu_task.py"
-    task_file.write_text(SLOW_REFERENCE.replace("time.sleep(0.03)", "pass"))
+    task_file.write_text(SLOW_REFERENCE.replace("time.sleep(0.08)", "pass"))
     result = evaluate(load_task(task_file), Candidate.from_source(RELU), EvalConfig(device="cpu", max_timing_s=0.3))
     assert result.status == Status.OK, result.reason
     assert result.profile.get("launches.triton", 0) >= 1
@@ -71,7 +71,7 @@ class ModelNew(nn.Module):
 
 def test_allow_torch_admits_a_pytorch_only_candidate_that_is_otherwise_refused(tmp_path: Path):
     task_file = tmp_path / "relu_task.py"
-    task_file.write_text(SLOW_REFERENCE.replace("time.sleep(0.03)", "pass"))
+    task_file.write_text(SLOW_REFERENCE.replace("time.sleep(0.08)", "pass"))
     task, cand = load_task(task_file), Candidate.from_source(PLAIN_TORCH)
     refused = evaluate(task, cand, EvalConfig(device="cpu", max_timing_s=0.2, profile=False))
     assert refused.status == Status.REJECTED and "no custom kernel" in refused.reason
