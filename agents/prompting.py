@@ -1,0 +1,83 @@
+"""Rendering of the coder's and judge's prompts from the Jinja2 templates in the `prompts` package.
+
+Templates receive plain values (strings, numbers, mappings, or frozen dataclasses such as `evaluator.Timing`: Jinja
+reads attributes and keys alike). Every variable a template uses is required; a missing one raises
+`PromptError` naming the template and the variable. Numbers that may be unknown are `None` and render as "unknown".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+import prompts as _prompts_pkg
+
+TEMPLATES: tuple[str, ...] = (
+    "coder_generate",
+    "coder_refine",
+    "coder_crossover",
+    "judge_repair",
+    "judge_optimise",
+    "judge_review",
+)
+BACKENDS: tuple[str, ...] = ("triton", "cuda")
+
+
+class PromptError(ValueError):
+    """A prompt could not be rendered: a missing or invalid variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    """What the coder is told about the target GPU; any figure may be unknown (None)."""
+
+    name: str
+    sm_count: int | None = None
+    memory_bandwidth_gbps: float | None = None
+    peak_tflops: float | None = None
+
+
+def _known(value: Any, fmt: str | None = None) -> str:
+    """`None` (or an empty string) renders as "unknown"; otherwise `fmt % value`, or str(value)."""
+    if value is None or value == "":
+        return "unknown"
+    return fmt % value if fmt else str(value)
+
+
+def _fail(message: str) -> None:
+    raise PromptError(message)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(_prompts_pkg.__file__).parent)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["known"] = _known
+    env.globals["fail"] = _fail
+    return env
+
+
+_ENV = _environment()
+
+
+def render(name: str, **context: Any) -> str:
+    """Render template `name` (one of TEMPLATES, without `.j2`) with `context`."""
+    if name not in TEMPLATES:
+        raise PromptError(f"unknown prompt template {name!r}; expected one of {', '.join(TEMPLATES)}")
+    try:
+        return _ENV.get_template(f"{name}.j2").render(**context)
+    except jinja2.UndefinedError as exc:
+        raise PromptError(f"prompt template {name}.j2 needs a variable that was not given: {exc.message}") from exc
+
+
+def messages(system: str, user: str) -> list[dict[str, str]]:
+    """The chat messages for one request: a system message and a user message."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
