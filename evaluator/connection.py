@@ -31,18 +31,18 @@ class WorkerConnection:
         try:
             self.channel.send(header)
         except OSError:
-            raise self._died("receiving a command") from None
+            raise self._failure(Status.CRASHED, "died while receiving a command") from None
 
     def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
         try:
             reply, tensors = self.channel.recv(timeout_s)
         except ChannelTimeout:
-            raise Refused(Status.TIMEOUT, f"the {self.role} did not finish {doing} within {timeout_s:g} s") from None
+            raise self._failure(Status.TIMEOUT, f"did not finish {doing} within {timeout_s:g} s") from None
         except ChannelClosed:
-            raise self._died(doing) from None
+            raise self._failure(Status.CRASHED, f"died while {doing} (crash, abort or os._exit)") from None
         except ProtocolError as exc:
-            raise Refused(Status.REJECTED, f"the {self.role} process sent a malformed or forged message on the result "
-                                           f"channel ({exc})") from None
+            raise self._failure(Status.REJECTED, f"sent a malformed or forged message on the result channel "
+                                                 f"({exc})") from None
         status = reply.get("status")
         if status == "task_error":
             raise TaskError(f"{self.task_label}: the task fails to load: {reply.get('reason')}")
@@ -56,10 +56,11 @@ class WorkerConnection:
         self.send(header)
         return self.recv(timeout_s, doing)
 
-    def _died(self, doing: str) -> Refused:
+    def _failure(self, status: Status, what: str) -> Exception:
+        """A candidate's failure is its verdict; the reference's is the task's problem (it runs only trusted code)."""
         if self.role == "reference":
-            return TaskError(f"{self.task_label}: the reference process died while {doing}")  # type: ignore[return-value]
-        return Refused(Status.CRASHED, f"the candidate process died while {doing} (crash, abort or os._exit)")
+            return TaskError(f"{self.task_label}: the reference process {what}")
+        return Refused(status, f"the candidate process {what}")
 
     def log(self) -> str:
         return self.handle.log_text()[-8000:]
