@@ -68,6 +68,7 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
     guards.install_launch_counters(cuda_available=request["device"] == "cuda")
     if role == "candidate":
+        process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
         process_tree.drop_capabilities()
         _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
     channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])

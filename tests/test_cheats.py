@@ -288,6 +288,23 @@ def test_cheat_is_refused(header: Header, monkeypatch: pytest.MonkeyPatch):
     _assert_no_secret(result, label)
 
 
+NETWORK_CHEATS = [h for h in CHEATS if getattr(h, "values", (h,))[0].path.stem == "network_access"]
+
+
+@pytest.mark.parametrize("header", NETWORK_CHEATS, ids=lambda h: h.path.stem)
+def test_network_is_closed_without_bubblewrap_too(header: Header, monkeypatch: pytest.MonkeyPatch):
+    """The process sandbox's own network namespace: a machine without bwrap still gives a candidate no network."""
+    import dataclasses
+
+    for name, value in SECRET_CANARIES.items():
+        monkeypatch.setenv(name, value)
+    with Canaries(header) as canaries:
+        cfg = dataclasses.replace(header.config("cpu"), sandbox="process")
+        result = evaluate(load_task(TASKS_DIR / f"{header.task}.py"), load_candidate(header.path), cfg)
+        damage = canaries.damage()
+    assert not damage, f"the candidate reached the network: {'; '.join(damage)} (verdict {_describe(result)})"
+
+
 @pytest.mark.parametrize("header", HONEST, ids=lambda h: h.path.stem)
 def test_honest_candidate(header: Header, monkeypatch: pytest.MonkeyPatch):
     label = header.path.name
