@@ -2,7 +2,7 @@
 
 `OpenAIClient` speaks the OpenAI chat-completions API (OpenAI itself or any compatible server: vLLM, llama.cpp,
 a local proxy). It turns the SDK's own retries off and retries here, so each `Completion` says how many attempts it
-took: HTTP 429, 5xx (and 408/409), timeouts and dropped connections are retried with exponential backoff and jitter,
+took: HTTP 429, 5xx (and 408/409), timeouts, dropped connections and malformed response bodies are retried with exponential backoff and jitter,
 honouring the server's Retry-After (capped). Other HTTP errors fail at once. An empty reply or a reply cut off at
 `max_tokens` (`finish_reason == "length"`) is a `Completion`, not an exception: the caller records and counts it.
 Only running out of attempts, or a non-retryable error, raises `LLMError`.
@@ -132,6 +132,8 @@ class OpenAIClient:
                 retryable, last, hinted = True, f"a timeout after {self.timeout_s:g} s", None
             except openai.APIConnectionError as e:
                 retryable, last, hinted = True, f"a dropped connection ({_cause(e)})", None
+            except (ValueError, openai.APIResponseValidationError) as e:  # a 200 whose body is not a completion
+                retryable, last, hinted = True, f"a malformed response ({type(e).__name__})", None
             if not retryable:
                 raise LLMError(
                     f"LLM request to {self.model} at {self.where} failed with {last}; check the model name, "

@@ -1,83 +1,64 @@
-"""The LLM coder as a proposer: prompts from `prompts/`, a reply parsed into a candidate, every call reported.
-
-`propose(task, parents, inspirations, n)` asks the model for n kernels: a first kernel from the reference when there
-is no parent, a crossover of the parent with inspirations from other elites otherwise. A reply that holds no usable
-code is reported (through `on_call`) and skipped, never an exception. The judge's loop (repair, optimise, review)
-plugs into the same seam next; see issue 4.
-"""
+"""The coder: writes a first kernel from the reference, refines a parent along the judge's plan, or crosses a parent
+with inspirations from other elites. Each method returns a `Candidate`, or None when the reply held no usable code
+(the call is reported either way, see `agents.agent`)."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Sequence
+from typing import Any
 
-from agents.llm_client import Completion, LLMClient, LLMError
-from agents.prompting import DeviceFacts, messages, render
+from agents.agent import Agent, AgentCall, failed_outcome
+from agents.judge import Plan
+from agents.prompting import DeviceFacts, render
+from agents.proposal import Scored
 from agents.replies import extract_code
 from evaluator.candidate import Candidate
 from evaluator.task import Task
 
-SYSTEM = ("You are an expert GPU kernel engineer. You write correct, fast Triton and CUDA kernels for PyTorch "
-          "operators, and you follow the evaluator's rules exactly.")
-
-
-@dataclass(frozen=True, slots=True)
-class CoderCall:
-    """One model call and what came of it, for the store's record of LLM calls."""
-
-    role: str
-    prompt: str
-    completion: Completion | None
-    candidate: Candidate | None
-    problem: str  # empty when a candidate came back
+UNMEASURED = {"status": "not measured yet", "reason": "the evaluator has not finished with it", "speedup": None,
+              "candidate_ms": None, "reference_ms": None, "max_abs_error": None, "profile": {}}
 
 
 class LLMCoder:
-    def __init__(self, client: LLMClient, model: str, device: DeviceFacts, backend: str = "triton",
-                 temperature: float = 0.7, max_tokens: int = 8192,
-                 on_call: Callable[[CoderCall], None] | None = None):
-        self.client, self.model, self.device, self.backend = client, model, device, backend
-        self.temperature, self.max_tokens, self.on_call = temperature, max_tokens, on_call
+    def __init__(self, agent: Agent, device: DeviceFacts, backend: str = "triton") -> None:
+        self.agent, self.device, self.backend = agent, device, backend
 
-    async def propose(self, task: Task, parents: list[Candidate], inspirations: list[Candidate],
-                      n: int) -> list[Candidate]:
-        results = await asyncio.gather(*(self._one(task, parents, inspirations) for _ in range(n)))
-        seen: set[str] = {p.digest for p in parents}
-        out = []
-        for cand in results:
-            if cand is not None and cand.digest not in seen:
-                seen.add(cand.digest)
-                out.append(cand)
-        return out
+    @property
+    def model(self) -> str:
+        return self.agent.model
 
-    def _prompt(self, task: Task, parents: list[Candidate], inspirations: list[Candidate]) -> str:
-        common: dict[str, Any] = {"task_name": task.name, "task_source": task.source, "backend": self.backend,
-                                  "device": self.device}
-        if parents and inspirations:
-            return render("coder_crossover", **common, parent_source=parents[0].source, parent_speedup=None,
-                          inspirations=[{"source": c.source, "speedup": None} for c in inspirations])
-        return render("coder_generate", **common)
+    def _common(self, task: Task) -> dict[str, Any]:
+        return {"task_name": task.name, "task_source": task.source, "backend": self.backend, "device": self.device}
 
-    async def _one(self, task: Task, parents: list[Candidate], inspirations: list[Candidate]) -> Candidate | None:
-        prompt = self._prompt(task, parents, inspirations)
-        try:
-            completion = await self.client.complete(messages(SYSTEM, prompt), temperature=self.temperature,
-                                                    max_tokens=self.max_tokens)
-        except LLMError as exc:
-            self._report(CoderCall("coder", prompt, None, None, str(exc)))
+    async def generate(self, task: Task) -> Candidate | None:
+        prompt = render("coder_generate", **self._common(task))
+        return await self._write("coder:generate", prompt, None, (), "generate")
+
+    async def refine(self, task: Task, parent: Scored, plan: Plan | None) -> Candidate | None:
+        prompt = render("coder_refine", **self._common(task), parent_source=parent.source,
+                        evaluation=parent.result if parent.result is not None else UNMEASURED,
+                        plan=plan.text if plan else "")
+        note = f"refine ({plan.kind}: {plan.headline})" if plan else "refine"
+        return await self._write("coder:refine", prompt, parent.source, (parent.digest,), note)
+
+    async def crossover(self, task: Task, parent: Scored, inspirations: Sequence[Scored]) -> Candidate | None:
+        prompt = render("coder_crossover", **self._common(task), parent_source=parent.source,
+                        parent_speedup=parent.speedup,
+                        inspirations=[{"source": s.source, "speedup": s.speedup} for s in inspirations])
+        parents = (parent.digest, *(s.digest for s in inspirations))
+        return await self._write("coder:crossover", prompt, parent.source, parents,
+                                 f"crossover with {len(inspirations)}")
+
+    async def _write(self, role: str, prompt: str, parent_source: str | None, parents: tuple[str, ...],
+                     note: str) -> Candidate | None:
+        completion = await self.agent.call(role, prompt)
+        if completion is None:
             return None
-        reply = extract_code(completion.text, parents[0].source if parents else None)
+        reply = extract_code(completion.text, parent_source)
         if reply.source is None:
-            problem = reply.problem if completion.finish_reason != "length" else f"{reply.problem} (reply truncated)"
-            self._report(CoderCall("coder", prompt, completion, None, problem))
+            self.agent.report(AgentCall(role, self.model, prompt, completion, None,
+                                        failed_outcome(completion, "no_code"), reply.problem))
             return None
-        candidate = Candidate.from_source(reply.source, origin=f"llm:{self.model}",
-                                          parents=tuple(p.digest for p in parents[:1] + inspirations),
-                                          note="crossover" if parents and inspirations else "generate")
-        self._report(CoderCall("coder", prompt, completion, candidate, ""))
+        candidate = Candidate.from_source(reply.source, origin=f"llm:{self.model}", parents=parents, note=note)
+        self.agent.report(AgentCall(role, self.model, prompt, completion, candidate.digest, "ok"))
         return candidate
-
-    def _report(self, call: CoderCall) -> None:
-        if self.on_call is not None:
-            self.on_call(call)

@@ -10,6 +10,7 @@ import itertools
 import random
 from collections.abc import Sequence
 
+from agents.proposal import Scored
 from agents.tunables import Tunable, find_tunables, rewrite
 from evaluator.candidate import Candidate
 
@@ -59,10 +60,14 @@ class TuneProposer:
         return neighbours(source, self.max_changes)
 
     async def propose(
-        self, task: object, parents: list[Candidate], inspirations: list[Candidate], n: int
+        self, task: object, parents: Sequence[Scored], inspirations: Sequence[Scored], n: int
     ) -> list[Candidate]:
         del task  # the tuner reads only the candidates
-        seen = {c.digest for c in (*parents, *inspirations)}
+        return self.sweep([p.candidate for p in parents], n, {c.digest for c in inspirations})
+
+    def sweep(self, parents: Sequence[Candidate], n: int, avoid: set[str] = frozenset()) -> list[Candidate]:
+        """Up to n neighbours of the parents (the first parent most often), none of them a parent or in `avoid`."""
+        seen = {c.digest for c in parents} | set(avoid)
         pools: list[tuple[Candidate, list[tuple[str, str]], list[tuple[str, str]]]] = []
         for parent in parents:
             found = _neighbours(parent.source, self.max_changes)

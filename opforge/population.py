@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from agents.tuner import describe_tunables
 from evaluator.candidate import Candidate
-from evaluator.result import Status
+from evaluator.result import EvalResult, Status
 from store.records import ScoredCandidate
 
 Cell = tuple[int, str]
@@ -37,6 +37,7 @@ class Member:
     candidate_ms: float | None = None
     peak_memory_bytes: int | None = None
     energy_j: float | None = None
+    result: EvalResult | None = field(default=None, repr=False, compare=False)  # the whole verdict, for the agents
 
     @property
     def digest(self) -> str:
@@ -63,7 +64,15 @@ def member_from_scored(scored: ScoredCandidate) -> Member:
     return Member(candidate=base.candidate, candidate_id=rec.id, generation=rec.generation, island=rec.island,
                   status=result.status, speedup=result.speedup,
                   candidate_ms=None if result.candidate_ms is None else result.candidate_ms.median_ms,
-                  peak_memory_bytes=result.peak_memory_bytes, energy_j=result.energy_j)
+                  peak_memory_bytes=result.peak_memory_bytes, energy_j=result.energy_j, result=result)
+
+
+def member_from_result(candidate: Candidate, candidate_id: int | None, generation: int, island: int,
+                       result: EvalResult) -> Member:
+    return Member(candidate=candidate, candidate_id=candidate_id, generation=generation, island=island,
+                  status=result.status, speedup=result.speedup,
+                  candidate_ms=None if result.candidate_ms is None else result.candidate_ms.median_ms,
+                  peak_memory_bytes=result.peak_memory_bytes, energy_j=result.energy_j, result=result)
 
 
 @lru_cache(maxsize=4096)

@@ -19,9 +19,15 @@ def failures_text(by_status: Mapping[str, int]) -> str:
 
 def progress_line(p: Progress) -> str:
     parts = [f"run {p.run_id}: {p.done}/{p.budget} evaluated", f"{p.in_flight} running",
-             f"best {format_speedup(p.best_speedup)}", f"failures {failures_text(p.by_status)}",
-             f"{p.elapsed_s:.0f} s"]
+             f"best {format_speedup(p.best_speedup)}", f"failures {failures_text(p.by_status)}"]
+    if p.usd is not None:
+        parts.append(f"LLM ${p.usd:.4f}, {format_tokens(p.tokens or 0)} tok")
+    parts.append(f"{p.elapsed_s:.0f} s")
     return " | ".join(parts)
+
+
+def format_tokens(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
 
 
 def last_text(p: Progress) -> str:

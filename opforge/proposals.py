@@ -1,6 +1,6 @@
-"""Proposers and the thread they run on.
+"""The thread proposers run on (the protocol itself is `agents.proposal.Proposer`).
 
-A proposer (the tuner, an LLM coder) is async: `propose(task, parents, inspirations, n) -> list[Candidate]`. The run
+A proposer (the tuner, the LLM agents) is async: `propose(task, parents, inspirations, n) -> list[Candidate]`. The run
 loop must never wait on one while results are coming in, so proposals run on an event loop of their own in a
 background thread (`ProposalThread`); the loop keeps one event loop for its whole life, so async clients bound to a
 loop (HTTP connection pools) keep working. The driver receives a `concurrent.futures.Future` per batch.
@@ -12,16 +12,18 @@ import asyncio
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
 
+from agents.proposal import Proposer, Scored
 from evaluator.candidate import Candidate
 from evaluator.task import Task
+from opforge.population import Member
 from opforge.strategy import Request
 
+__all__ = ["Proposal", "ProposalThread", "Proposer"]
 
-class Proposer(Protocol):
-    async def propose(self, task: Task, parents: list[Candidate], inspirations: list[Candidate],
-                      n: int) -> list[Candidate]: ...
+
+def scored(member: Member) -> Scored:
+    return Scored(member.candidate, member.result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +54,8 @@ class ProposalThread:
 
     async def _one(self, request: Request) -> Proposal:
         try:
-            found = await self.proposer.propose(self.task, [request.parent.candidate],
-                                                [m.candidate for m in request.inspirations],
+            parents = [] if request.parent is None else [scored(request.parent)]
+            found = await self.proposer.propose(self.task, parents, [scored(m) for m in request.inspirations],
                                                 request.n * self.oversample)
         except Exception as exc:  # noqa: BLE001 - a proposer's failure is reported, never fatal to the loop
             return Proposal(request, (), f"{exc.__class__.__name__}: {exc}")
@@ -77,3 +79,9 @@ class ProposalThread:
         for t in others:
             t.cancel()
         await asyncio.gather(*others, return_exceptions=True)
+        aclose = getattr(self.proposer, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception:  # noqa: BLE001 - closing must not fail
+                pass

@@ -9,10 +9,59 @@ from typing import Any
 
 from opforge.display import format_bytes, format_speedup
 from opforge.population import Member, member_from_scored, pareto_front
-from store import RunRecord, Store
+from opforge.progress import format_tokens
+from store import LLMCallRecord, LLMUsage, RunRecord, Store
 
 TOP_N = 5
 MAX_LINEAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class RunCost:
+    """What the run spent, in all and per accepted (correct) kernel."""
+
+    usd: float
+    tokens_in: int
+    tokens_out: int
+    gpu_s: float
+    wall_s: float
+    accepted: int
+    usage: tuple[LLMUsage, ...]          # LLM calls per role
+    best_calls: tuple[LLMCallRecord, ...]  # the calls that wrote or judged the best candidate
+
+    def per_accepted(self) -> dict[str, float] | None:
+        if not self.accepted:
+            return None
+        n = self.accepted
+        return {"usd": self.usd / n, "tokens": (self.tokens_in + self.tokens_out) / n, "gpu_s": self.gpu_s / n,
+                "wall_s": self.wall_s / n}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usd": self.usd, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "gpu_s": self.gpu_s,
+                "wall_s": self.wall_s, "accepted": self.accepted, "per_accepted": self.per_accepted(),
+                "llm_calls": [{"role": u.role, "calls": u.calls, "by_outcome": dict(u.by_outcome),
+                               "tokens_in": u.tokens_in, "tokens_out": u.tokens_out, "usd": u.cost_usd,
+                               "latency_s": u.latency_s} for u in self.usage],
+                "best_calls": [{"role": c.role, "model": c.model, "outcome": c.outcome, "tokens_in": c.tokens_in,
+                                "tokens_out": c.tokens_out, "usd": c.cost_usd} for c in self.best_calls]}
+
+    def text(self) -> list[str]:
+        tokens = self.tokens_in + self.tokens_out
+        lines = [f"cost: ${self.usd:.4f}, {format_tokens(tokens)} tokens, {self.gpu_s:.0f} s of evaluation, "
+                 f"{self.wall_s:.0f} s wall time; {self.accepted} accepted (correct) kernels"]
+        per = self.per_accepted()
+        if per is not None:
+            lines.append(f"  per accepted kernel: ${per['usd']:.4f}, {format_tokens(round(per['tokens']))} tokens, "
+                         f"{per['gpu_s']:.1f} s of evaluation, {per['wall_s']:.1f} s wall time")
+        for u in self.usage:
+            outcomes = ", ".join(f"{n} {o}" for o, n in u.by_outcome.items())
+            lines.append(f"  {u.role:<16} {u.calls:>4} calls ({outcomes}), {format_tokens(u.tokens_in)} in / "
+                         f"{format_tokens(u.tokens_out)} out, ${u.cost_usd:.4f}")
+        if self.best_calls:
+            usd = sum(c.cost_usd for c in self.best_calls)
+            roles = ", ".join(c.role for c in self.best_calls)
+            lines.append(f"  the best candidate's own calls: {roles} (${usd:.4f})")
+        return lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +74,7 @@ class RunReport:
     pareto: tuple[Member, ...]
     lineage: tuple[Member, ...]          # from the seed to the best
     by_status: Mapping[str, int]
+    cost: RunCost
 
     @property
     def winner(self) -> Member | None:
@@ -36,7 +86,7 @@ class RunReport:
                 "budget": dict(r.budget), "config": dict(r.config), "gpu_s": r.gpu_s,
                 "created_at": r.created_at.isoformat(), "by_status": dict(self.by_status),
                 "best": [member_json(m) for m in self.best], "pareto": [member_json(m) for m in self.pareto],
-                "lineage": [member_json(m) for m in self.lineage]}
+                "lineage": [member_json(m) for m in self.lineage], "cost": self.cost.to_json()}
 
     def text(self) -> str:
         r = self.run
@@ -44,6 +94,7 @@ class RunReport:
                  f"best {format_speedup(self.winner.speedup if self.winner else None)}  "
                  f"evaluation time {r.gpu_s:.0f} s  created {r.created_at:%Y-%m-%d %H:%M}",
                  f"  results: {', '.join(f'{n} {s}' for s, n in sorted(self.by_status.items())) or 'none yet'}"]
+        lines += ["  " + line for line in self.cost.text()]
         if not self.best:
             lines.append("  no correct candidate yet")
             return "\n".join(lines)
@@ -97,7 +148,12 @@ def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
             by_digest[parent] = Member(found.candidate, found.id, found.generation, found.island) if found else None
         node = by_digest.get(parent) if parent else None
     budget = run.budget.get("max_candidates")
+    winner = correct[0] if correct else None
+    best_calls = store.llm_calls(run_id, winner.candidate_id) if winner and winner.candidate_id is not None else []
+    cost = RunCost(usd=run.cost_usd, tokens_in=run.tokens_in, tokens_out=run.tokens_out, gpu_s=run.gpu_s,
+                   wall_s=run.wall_s, accepted=len(correct), usage=tuple(store.llm_usage(run_id)),
+                   best_calls=tuple(best_calls))
     return RunReport(run=run, task_name=task.name, done=run_done(store, run_id),
                      budget=int(budget) if budget is not None else None, best=tuple(correct[:top_n]),
                      pareto=tuple(pareto_front(correct)), lineage=tuple(reversed(lineage)),
-                     by_status=dict(Counter(str(m.status) for m in members if not m.pending)))
+                     by_status=dict(Counter(str(m.status) for m in members if not m.pending)), cost=cost)

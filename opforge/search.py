@@ -18,12 +18,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agents.spend import Spend
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.pool import Runner
 from evaluator.result import EvalResult
 from evaluator.task import Task
-from opforge.population import Member, member_from_scored
+from opforge.population import Member, member_from_result, member_from_scored
 from opforge.proposals import Proposal, ProposalThread, Proposer
 from opforge.strategy import EvolutionStrategy, StrategyConfig
 from store import CandidateRecord, RunRecord, RunStatus, Store
@@ -31,6 +32,7 @@ from store import CandidateRecord, RunRecord, RunStatus, Store
 TICK_S = 0.5                    # progress refresh while waiting
 MAX_EMPTY_ROUNDS = 5            # proposal rounds with nothing new before waiting for fresh results
 MAX_PROPOSER_FAILURES = 3       # consecutive failed proposal rounds before the run stops
+PROPOSAL_GRACE_S = 60.0         # at a clean stop, how long unfinished proposals (paid LLM calls) may finish
 
 
 class SearchError(Exception):
@@ -42,17 +44,21 @@ class Budget:
     max_candidates: int
     time_limit_s: float | None = None   # wall time of one invocation (a resumed run gets it again)
     gpu_s: float | None = None          # evaluation seconds on the workers: GPU-seconds on GPUs, worker-seconds on CPU
+    usd: float | None = None            # LLM dollars over the whole run (resumes included)
+    tokens: int | None = None           # LLM tokens, in and out, over the whole run
 
     def __post_init__(self) -> None:
         if self.max_candidates < 1:
             raise ValueError(f"the budget must allow at least one candidate, not {self.max_candidates}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"max_candidates": self.max_candidates, "time_limit_s": self.time_limit_s, "gpu_s": self.gpu_s}
+        return {"max_candidates": self.max_candidates, "time_limit_s": self.time_limit_s, "gpu_s": self.gpu_s,
+                "usd": self.usd, "tokens": self.tokens}
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> "Budget":
-        return Budget(int(data["max_candidates"]), data.get("time_limit_s"), data.get("gpu_s"))
+        return Budget(int(data["max_candidates"]), data.get("time_limit_s"), data.get("gpu_s"), data.get("usd"),
+                      data.get("tokens"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,8 @@ class Progress:
     gpu_s: float
     elapsed_s: float
     last: Member | None = None          # the member just measured (event "result")
+    usd: float | None = None            # LLM spend so far (None: no LLM in this run)
+    tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +88,15 @@ class RunOutcome:
     by_status: Mapping[str, int] = field(default_factory=dict)
 
 
-def start_run(store: Store, task: Task, seed: Candidate, config: Mapping[str, Any], budget: Budget) -> RunRecord:
-    """Record the task, a new run and its seed kernel (generation 0, queued first)."""
+def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[str, Any], budget: Budget
+              ) -> RunRecord:
+    """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
+    first round writes kernels from the reference."""
     task_record = store.add_task(task)
     run = store.create_run(task_record.id, config, budget.to_json())
-    record, _ = store.add_candidate(run.id, task_record.id, seed, generation=0, island=0)
-    store.enqueue(run.id, record.id)
+    if seed is not None:
+        record, _ = store.add_candidate(run.id, task_record.id, seed, generation=0, island=0)
+        store.enqueue(run.id, record.id)
     return run
 
 
@@ -101,23 +112,28 @@ def eval_config_from(data: Mapping[str, Any] | None) -> EvalConfig:
 class Search:
     def __init__(self, store: Store, run_id: int, task: Task, proposer: Proposer, runner: Runner,
                  eval_cfg: EvalConfig, budget: Budget, strategy_config: StrategyConfig = StrategyConfig(),
-                 oversample: int = 1, on_progress: Callable[[Progress], None] | None = None) -> None:
+                 oversample: int = 1, on_progress: Callable[[Progress], None] | None = None,
+                 spend: Spend | None = None, extra_per_request: int = 0) -> None:
+        """`oversample`: ask the proposer for that many times the children wanted (it repeats itself); `spend`: the
+        LLM spend shared with the proposer, checked against the budget's dollars and tokens; `extra_per_request`:
+        cheap variants the proposer may add to each request's children (the tuner's sweep after an LLM child)."""
         self.store, self.run_id, self.task = store, run_id, task
         self.proposer, self.runner, self.eval_cfg, self.budget = proposer, runner, eval_cfg, budget
         self.strategy_config, self.oversample = strategy_config, oversample
+        self.spend, self.extra_per_request = spend, extra_per_request
         self.on_progress = on_progress
         self.by_status: Counter[str] = Counter()
         self.done = self.queued = 0
         self.gpu_s = 0.0
         self.inflight: dict[Future[EvalResult], tuple[CandidateRecord, int, float]] = {}
-        self._started = time.monotonic()
+        self._started = self._wall_mark = time.monotonic()
 
     # -- set-up from the store ------------------------------------------------------------------------------------
     def _rebuild(self) -> EvolutionStrategy:
         run = self.store.get_run(self.run_id)
         self.store.requeue_in_flight(self.run_id)
         history = self.store.history(self.run_id)
-        if not history:
+        if not history and not getattr(self.proposer, "generates", False):
             raise SearchError(f"Run {self.run_id} has no candidates recorded (it was stopped while starting); "
                               "start a new run.")
         unmeasured = [sc.candidate.id for sc in history if sc.evaluation is None]
@@ -133,7 +149,7 @@ class Search:
 
     # -- the loop -------------------------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
-        self._started = time.monotonic()
+        self._started = self._wall_mark = time.monotonic()
         strategy = self._rebuild()
         self.store.set_run_status(self.run_id, RunStatus.RUNNING)
         proposals = ProposalThread(self.proposer, self.task, self.oversample)
@@ -172,6 +188,9 @@ class Search:
                     if failures >= MAX_PROPOSER_FAILURES:
                         stop, status = f"the proposer failed {failures} times in a row: {failed[0]}", RunStatus.FAILED
                 self._report("tick", strategy)
+            if pending is not None and not pending.done():
+                # Calls already sent are paid for: let them finish so the store records them (not their children).
+                wait({pending}, timeout=PROPOSAL_GRACE_S)
         except KeyboardInterrupt:
             self.store.set_run_status(self.run_id, RunStatus.INTERRUPTED)
             raise
@@ -180,6 +199,10 @@ class Search:
             raise
         finally:
             proposals.close()
+            try:
+                self._note_wall_time()
+            except Exception:  # noqa: BLE001 - bookkeeping must not mask why the loop ended
+                pass
         self.store.set_run_status(self.run_id, status)
         self._report("stop", strategy)
         return RunOutcome(self.run_id, status, self.done, stop or "", strategy.population.best(),
@@ -193,6 +216,11 @@ class Search:
             return f"reached the time limit of {b.time_limit_s:g} s"
         if b.gpu_s is not None and self.gpu_s >= b.gpu_s:
             return f"reached the evaluation-time budget of {b.gpu_s:g} s"
+        if self.spend is not None:
+            if b.usd is not None and self.spend.usd >= b.usd:
+                return f"spent the LLM budget of ${b.usd:g}"
+            if b.tokens is not None and self.spend.tokens >= b.tokens:
+                return f"spent the LLM budget of {b.tokens} tokens"
         return None
 
     def _submit_queued(self) -> None:
@@ -212,17 +240,18 @@ class Search:
         evaluation = self.store.add_result(record.id, self.run_id, result, gpu_s=elapsed_s)
         self.done += 1
         self.gpu_s += elapsed_s
+        self._note_wall_time()
         known = strategy.population.members.get(record.digest)
-        member = Member(candidate=record.candidate, candidate_id=record.id,
-                        generation=known.generation if known else record.generation,
-                        island=known.island if known else island, status=evaluation.result.status,
-                        speedup=evaluation.result.speedup,
-                        candidate_ms=None if evaluation.result.candidate_ms is None
-                        else evaluation.result.candidate_ms.median_ms,
-                        peak_memory_bytes=evaluation.result.peak_memory_bytes, energy_j=evaluation.result.energy_j)
+        member = member_from_result(record.candidate, record.id, known.generation if known else record.generation,
+                                    known.island if known else island, evaluation.result)
         strategy.tell(member)
         self.by_status[str(member.status)] += 1
         self._report("result", strategy, member)
+
+    def _note_wall_time(self) -> None:
+        now = time.monotonic()
+        self.store.add_wall_time(self.run_id, now - self._wall_mark)
+        self._wall_mark = now
 
     def _record_proposals(self, batch: list[Proposal], strategy: EvolutionStrategy) -> int:
         room = self.budget.max_candidates - self.done - len(self.inflight) - self.queued
@@ -230,7 +259,7 @@ class Search:
         for proposal in batch:
             taken = 0
             for candidate in proposal.candidates:
-                if len(chosen) >= room or taken >= proposal.request.n:
+                if len(chosen) >= room or taken >= proposal.request.n + self.extra_per_request:
                     break
                 if strategy.population.knows(candidate.digest) or candidate.digest in chosen:
                     continue
@@ -256,4 +285,5 @@ class Search:
         self.on_progress(Progress(
             run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
             in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
-            by_status=dict(self.by_status), gpu_s=self.gpu_s, elapsed_s=time.monotonic() - self._started, last=last))
+            by_status=dict(self.by_status), gpu_s=self.gpu_s, elapsed_s=time.monotonic() - self._started, last=last,
+            usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens))

@@ -7,7 +7,7 @@ Each request names an island, one parent and a few inspirations. Parents are dra
 - otherwise a uniformly random correct member of the island.
 
 While nothing is correct yet, parents are the most recent measured or pending members (a broken seed can still be
-repaired). Inspirations are elites of other cells and the bests of other islands. Every `migration_interval` tells,
+repaired); while there is no member at all (no seed kernel), requests have no parent and ask for first kernels. Inspirations are elites of other cells and the bests of other islands. Every `migration_interval` tells,
 each island's best joins the next island (ring migration). The strategy holds no store: the driver rebuilds it from
 the run's history with `from_members`, replaying the tells in order.
 """
@@ -40,17 +40,18 @@ class StrategyConfig:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Propose `n` children of `parent` on `island`, optionally inspired by `inspirations`."""
+    """Propose `n` children of `parent` on `island`, optionally inspired by `inspirations`; with no parent, `n`
+    first kernels written from the reference alone."""
 
     island: int
-    parent: Member
+    parent: Member | None
     inspirations: tuple[Member, ...]
     n: int
-    how: str                          # exploit | explore | random | bootstrap
+    how: str                          # exploit | explore | random | bootstrap | generate
 
     @property
     def generation(self) -> int:
-        return self.parent.generation + 1
+        return 0 if self.parent is None else self.parent.generation + 1
 
 
 class EvolutionStrategy:
@@ -76,9 +77,13 @@ class EvolutionStrategy:
 
     # -- ask / tell -------------------------------------------------------------------------------------------------
     def ask(self, n: int) -> list[Request]:
-        """Up to `n` children in all, spread over the islands in turn; [] while the population is empty."""
-        if n <= 0 or not self.population.members:
+        """Up to `n` children in all, spread over the islands in turn; first kernels while the population is empty."""
+        if n <= 0:
             return []
+        if not self.population.members:
+            counts = [n // len(self.population.islands) + (i < n % len(self.population.islands))
+                      for i in range(len(self.population.islands))]
+            return [Request(i, None, (), k, "generate") for i, k in enumerate(counts) if k > 0]
         grouped: dict[tuple[int, str], list] = {}
         for _ in range(n):
             island = self._next_island

@@ -14,6 +14,7 @@ from store.records import (
     CandidateRecord,
     EvaluationRecord,
     LLMCallRecord,
+    LLMUsage,
     QueueState,
     RunRecord,
     RunStatus,
@@ -42,7 +43,7 @@ def get_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "LLMCallRecord", "QueueState", "RunRecord",
+    "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
     "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "get_store", "head_revision",
     "upgrade",
 ]

@@ -32,6 +32,9 @@ def run_record(row: RunRow) -> RunRecord:
         evaluated=row.evaluated,
         gpu_s=row.gpu_s,
         cost_usd=row.cost_usd,
+        tokens_in=row.tokens_in or 0,
+        tokens_out=row.tokens_out or 0,
+        wall_s=row.wall_s or 0.0,
         created_at=aware(row.created_at),
         updated_at=aware(row.updated_at),
     )
@@ -56,6 +59,7 @@ def llm_call_record(row: LLMCallRow) -> LLMCallRecord:
     return LLMCallRecord(
         row.id, row.run_id, row.candidate_id, row.role, row.model, row.prompt, row.reply,
         row.tokens_in, row.tokens_out, row.latency_s, row.cost_usd, aware(row.created_at),
+        row.candidate_digest, row.outcome, row.problem, row.attempts,
     )
 
 

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from evaluator.result import Status
 from store.codec import CANDIDATE_COLUMNS, EVALUATION_COLUMNS, candidate_from_values, evaluation_from_values
-from store.records import CandidateRecord, EvaluationRecord, RunTotals, ScoredCandidate
-from store.rows import CandidateRow, EvaluationRow, QueueItemRow, RunRow
+from store.records import CandidateRecord, EvaluationRecord, LLMUsage, RunTotals, ScoredCandidate
+from store.rows import CandidateRow, EvaluationRow, LLMCallRow, QueueItemRow, RunRow
 
 C = CandidateRow.__table__
 E = EvaluationRow.__table__
@@ -83,5 +83,31 @@ def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> R
         best_speedup=best,
         gpu_s=run.gpu_s,
         cost_usd=run.cost_usd,
+        tokens_in=run.tokens_in or 0,
+        tokens_out=run.tokens_out or 0,
         queue=queue_counts,
     )
+
+
+def candidate_id_in_run_task(session: Session, run_id: int, digest: str) -> int | None:
+    """The id of the candidate with this digest in the task of this run, if it is stored."""
+    task_id = select(RunRow.task_id).where(RunRow.id == run_id).scalar_subquery()
+    return session.execute(select(C.c.id).where(C.c.digest == digest, C.c.task_id == task_id)).scalar()
+
+
+def llm_usage(session: Session, run_id: int) -> list[LLMUsage]:
+    L = LLMCallRow.__table__
+    rows = session.execute(
+        select(L.c.role, L.c.outcome, func.count(), func.sum(L.c.tokens_in), func.sum(L.c.tokens_out),
+               func.sum(L.c.cost_usd), func.sum(L.c.latency_s))
+        .where(L.c.run_id == run_id).group_by(L.c.role, L.c.outcome))
+    acc: dict[str, list] = {}
+    for role, outcome, n, t_in, t_out, cost, latency in rows:
+        a = acc.setdefault(role, [0, {}, 0, 0, 0.0, 0.0])
+        a[0] += n
+        a[1][outcome] = n
+        a[2] += int(t_in or 0)
+        a[3] += int(t_out or 0)
+        a[4] += float(cost or 0.0)
+        a[5] += float(latency or 0.0)
+    return [LLMUsage(role, a[0], dict(sorted(a[1].items())), a[2], a[3], a[4], a[5]) for role, a in sorted(acc.items())]

@@ -52,6 +52,9 @@ class RunRecord:
     evaluated: int
     gpu_s: float
     cost_usd: float
+    tokens_in: int
+    tokens_out: int
+    wall_s: float  # the run loop's wall time, summed over its invocations (resumes)
     created_at: datetime
     updated_at: datetime
 
@@ -111,6 +114,8 @@ class RunTotals:
     best_speedup: float | None
     gpu_s: float
     cost_usd: float
+    tokens_in: int = 0
+    tokens_out: int = 0
     queue: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # QueueState value -> count
 
 
@@ -128,3 +133,20 @@ class LLMCallRecord:
     latency_s: float
     cost_usd: float
     created_at: datetime
+    candidate_digest: str | None = None
+    outcome: str = "ok"     # ok | no_code | empty | truncated | error
+    problem: str = ""       # why no candidate came back, in one sentence ("" when outcome is ok)
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    """LLM calls of one run and role (coder, judge-repair, ...): how many, how they ended, what they cost."""
+
+    role: str
+    calls: int
+    by_outcome: Mapping[str, int]
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    latency_s: float

@@ -73,6 +73,9 @@ class RunRow(Base):
     evaluated: Mapped[int] = mapped_column(Integer, default=0)
     gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    tokens_in: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    tokens_out: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    wall_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")  # summed over invocations
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _created()
 
@@ -158,7 +161,10 @@ class LLMCallRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), index=True)
-    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
+    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), index=True)
+    # The candidate the call produced (coder) or judged (judge): known by digest before the candidate is stored;
+    # `candidate_id` is filled in when the candidate is recorded.
+    candidate_digest: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(64))  # coder | judge | ...
     model: Mapped[str] = mapped_column(String(255))
     prompt: Mapped[str] = mapped_column(Text)
@@ -167,6 +173,9 @@ class LLMCallRow(Base):
     tokens_out: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    outcome: Mapped[str] = mapped_column(String(32), default="ok", server_default="ok")  # ok | no_code | error ...
+    problem: Mapped[str] = mapped_column(Text, default="", server_default="")
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = _created()
 
 

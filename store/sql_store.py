@@ -19,6 +19,7 @@ from store.records import (
     CandidateRecord,
     EvaluationRecord,
     LLMCallRecord,
+    LLMUsage,
     RunRecord,
     RunStatus,
     RunTotals,
@@ -180,6 +181,11 @@ class Store:
                 out += writes.insert_results(s, self.url, run_id, items[start : start + _CHUNK], gpu_s)
         return out
 
+    def add_wall_time(self, run_id: int, seconds: float) -> None:
+        """Add the run loop's wall time since its last report (cost per accepted kernel counts it)."""
+        with self._session(write=True) as s:
+            s.execute(update(RunRow).where(RunRow.id == run_id).values(wall_s=RunRow.wall_s + max(0.0, seconds)))
+
     def history(self, run_id: int, device: str | None = None) -> list[ScoredCandidate]:
         """The run's candidates in creation order, each with its verdict (None while unevaluated)."""
         with self._session() as s:
@@ -195,15 +201,39 @@ class Store:
     def record_llm_call(
         self, run_id: int | None, role: str, model: str, prompt: str, reply: str, *, tokens_in: int = 0,
         tokens_out: int = 0, latency_s: float = 0.0, cost_usd: float = 0.0, candidate_id: int | None = None,
+        candidate_digest: str | None = None, outcome: str = "ok", problem: str = "", attempts: int = 1,
     ) -> LLMCallRecord:
-        """Keep a prompt and its reply; the cost is added to the run's totals in the same transaction."""
+        """Keep a prompt and its reply; its cost and tokens are added to the run's totals in the same transaction.
+
+        `candidate_digest` names the candidate the call produced or judged; when that candidate is already stored
+        in the run's task the call is linked to it now, otherwise when it is added (`add_candidates`).
+        """
         with self._session(write=True) as s:
-            row = LLMCallRow(run_id=run_id, candidate_id=candidate_id, role=role, model=model, prompt=prompt,
-                             reply=reply, tokens_in=tokens_in, tokens_out=tokens_out, latency_s=latency_s,
-                             cost_usd=cost_usd, created_at=utcnow())
+            if candidate_id is None and candidate_digest is not None and run_id is not None:
+                candidate_id = queries.candidate_id_in_run_task(s, run_id, candidate_digest)
+            row = LLMCallRow(run_id=run_id, candidate_id=candidate_id, candidate_digest=candidate_digest, role=role,
+                             model=model, prompt=prompt, reply=reply, tokens_in=tokens_in, tokens_out=tokens_out,
+                             latency_s=latency_s, cost_usd=cost_usd, outcome=outcome, problem=problem,
+                             attempts=attempts, created_at=utcnow())
             s.add(row)
             if run_id is not None:
                 s.execute(update(RunRow).where(RunRow.id == run_id).values(
-                    cost_usd=RunRow.cost_usd + cost_usd, updated_at=utcnow()))
+                    cost_usd=RunRow.cost_usd + cost_usd, tokens_in=RunRow.tokens_in + tokens_in,
+                    tokens_out=RunRow.tokens_out + tokens_out, updated_at=utcnow()))
             s.flush()
             return llm_call_record(row)
+
+    def llm_calls(self, run_id: int, candidate_id: int | None = None) -> list[LLMCallRecord]:
+        """The run's LLM calls in the order they were made (only those about one candidate, if given)."""
+        with self._session() as s:
+            self._get(s, RunRow, run_id, "run")
+            stmt = select(LLMCallRow).where(LLMCallRow.run_id == run_id)
+            if candidate_id is not None:
+                stmt = stmt.where(LLMCallRow.candidate_id == candidate_id)
+            return [llm_call_record(r) for r in s.scalars(stmt.order_by(LLMCallRow.id))]
+
+    def llm_usage(self, run_id: int) -> list[LLMUsage]:
+        """The run's LLM calls summed per role, roles in alphabetical order."""
+        with self._session() as s:
+            self._get(s, RunRow, run_id, "run")
+            return queries.llm_usage(s, run_id)

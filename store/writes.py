@@ -24,7 +24,7 @@ from store.codec import (
 from store.dialect import insert
 from store.errors import StoreError
 from store.records import CandidateRecord, EvaluationRecord
-from store.rows import CandidateRow, EvaluationRow, RunRow, utcnow
+from store.rows import CandidateRow, EvaluationRow, LLMCallRow, RunRow, utcnow
 
 C = CandidateRow.__table__
 E = EvaluationRow.__table__
@@ -46,11 +46,22 @@ def insert_candidates(
     if existing:
         rows = session.execute(select(*CANDIDATE_COLUMNS).where(C.c.digest.in_(existing), C.c.task_id == task_id))
         found.update((rec.digest, rec) for rec in map(candidate_from_values, rows))
+    if run_id is not None and added:
+        link_llm_calls(session, run_id, {d: rec.id for d, rec in added.items()})
     out = []
     for c in chunk:
         out.append((found[c.digest], c.digest in added))
         added.pop(c.digest, None)  # a source repeated within the batch is new only once
     return out
+
+
+def link_llm_calls(session: Session, run_id: int, ids_by_digest: dict[str, int]) -> None:
+    """Point the run's LLM calls that produced or judged these candidates (known by digest so far) at their rows."""
+    L = LLMCallRow.__table__
+    waiting = session.execute(select(L.c.id, L.c.candidate_digest).where(
+        L.c.run_id == run_id, L.c.candidate_id.is_(None), L.c.candidate_digest.in_(list(ids_by_digest)))).all()
+    for call_id, digest in waiting:
+        session.execute(update(L).where(L.c.id == call_id).values(candidate_id=ids_by_digest[digest]))
 
 
 def insert_results(

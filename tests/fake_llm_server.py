@@ -5,8 +5,9 @@
         ...
         server.requests[0]["model"]
 
-Each POST to /v1/chat/completions takes the next step of the script; once the script is spent the server answers
-with `default` (a plain reply unless told otherwise). It records every request body it received (`requests`) and the
+Each POST to /v1/chat/completions is answered by the first `Rule` whose pattern matches the request's last message
+(each rule gives its steps in turn, then repeats its last one), else by the next step of the script; once the script
+is spent the server answers with `default` (a plain reply unless told otherwise). It records every request body it received (`requests`) and the
 most requests it was serving at once (`max_concurrent`). It only answers what the test sends and stops on exit.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -36,6 +38,21 @@ class Step:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # sleep before answering (longer than the client's timeout = a timeout)
     drop: bool = False  # close the socket without sending any response
+    malformed: bool = False  # answer 200 with a body that is not JSON
+
+
+@dataclass
+class Rule:
+    """Answer requests whose last message matches `pattern` (a regular expression) with `steps`, in turn."""
+
+    pattern: str
+    steps: list[Step]
+    hits: int = 0
+
+    def take(self) -> Step:
+        step = self.steps[min(self.hits, len(self.steps) - 1)]
+        self.hits += 1
+        return step
 
 
 def reply(content: str = "ok", *, prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0) -> Step:
@@ -62,14 +79,21 @@ def drop() -> Step:
     return Step(drop=True)
 
 
+def malformed() -> Step:
+    return Step(malformed=True)
+
+
 class FakeLLMServer:
-    def __init__(self, script: Iterable[Step] = (), *, default: Step | None = None):
+    def __init__(self, script: Iterable[Step] = (), *, default: Step | None = None, rules: Iterable[Rule] = ()):
         self._script = list(script)
+        self.rules = list(rules)
         self._default = default or reply()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ids = itertools.count(1)
         self.requests: list[dict] = []
+        self.usage: list[tuple[int, int]] = []  # (prompt, completion) tokens of every completion sent
+        self.answered: list[dict] = []  # the request body of each of those completions, in the same order
         self.in_flight = 0
         self.max_concurrent = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -109,6 +133,11 @@ class FakeLLMServer:
             self.requests.append(body)
             self.in_flight += 1
             self.max_concurrent = max(self.max_concurrent, self.in_flight)
+            messages = body.get("messages") or [{}]
+            last = str(messages[-1].get("content", ""))
+            for rule in self.rules:
+                if re.search(rule.pattern, last):
+                    return rule.take()
             return self._script.pop(0) if self._script else self._default
 
     def _done(self) -> None:
@@ -147,11 +176,19 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 except OSError:
                     pass
                 return
+            if step.malformed:
+                data = b'{"id": "chatcmpl-broken", "choices": [{"message": {"content": "cut'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if step.status != 200:
                 err = {"message": f"injected HTTP {step.status}", "type": "server_error", "code": str(step.status)}
                 self._send(step.status, {"error": err}, step.headers)
                 return
-            self._send(200, {
+            sent = self._send(200, {
                 "id": f"chatcmpl-fake-{next(server._ids)}",
                 "object": "chat.completion",
                 "created": int(time.time()),
@@ -167,8 +204,12 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     "total_tokens": step.prompt_tokens + step.completion_tokens,
                 },
             }, step.headers)
+            if sent:  # a client that gave up (timeout) may still not have read it: keep hangs out of cost tests
+                with server._lock:
+                    server.usage.append((step.prompt_tokens, step.completion_tokens))
+                    server.answered.append(body)
 
-        def _send(self, status: int, payload: dict, headers: Mapping[str, str] = {}) -> None:
+        def _send(self, status: int, payload: dict, headers: Mapping[str, str] = {}) -> bool:
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
@@ -178,7 +219,8 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
+                return True
             except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout) before we answered
+                return False  # the client gave up (timeout) before we answered
 
     return Handler

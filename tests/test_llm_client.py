@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_llm_server import FakeLLMServer, drop, empty, fault, hang, reply, truncated
+from fake_llm_server import FakeLLMServer, Rule, drop, empty, fault, hang, malformed, reply, truncated
 
 import agents.llm_client as llm_client
 from agents.llm_client import Completion, LLMError, OpenAIClient
@@ -95,6 +95,24 @@ def test_dropped_connection_then_success(delays):
     with FakeLLMServer([drop(), reply("reconnected")]) as server:
         [c] = ask(server)
     assert (c.text, c.attempts) == ("reconnected", 2)
+
+
+def test_malformed_body_is_retried(delays):
+    with FakeLLMServer([malformed(), reply("whole")]) as server:
+        [c] = ask(server)
+    assert (c.text, c.attempts) == ("whole", 2)
+
+
+def test_malformed_bodies_until_the_retries_run_out_raise_one_sentence(delays):
+    with FakeLLMServer(default=malformed()) as server, pytest.raises(LLMError, match="malformed response"):
+        ask(server, max_retries=1)
+
+
+def test_rules_answer_by_prompt_pattern_and_repeat_their_last_step(delays):
+    rules = [Rule("softmax", [reply("first"), reply("again")])]
+    with FakeLLMServer([reply("from the script")], rules=rules) as server:
+        texts = [c.text for c in ask(server, n=1)] + [c.text for c in ask(server, n=2)]
+    assert texts == ["first", "again", "again"] and rules[0].hits == 3
 
 
 def test_exhausted_retries_raise_one_sentence_naming_the_status(delays):

@@ -93,7 +93,9 @@ def test_pareto_front_handles_unmeasured_objectives():
 
 def test_ask_spreads_requests_over_islands_and_bootstraps_from_a_pending_seed():
     strategy = EvolutionStrategy(StrategyConfig(n_islands=2))
-    assert strategy.ask(3) == []  # nothing known yet
+    first = strategy.ask(3)  # nothing known yet: first kernels from the reference, spread over the islands
+    assert [(r.island, r.parent, r.n, r.how, r.generation) for r in first] == [(0, None, 2, "generate", 0),
+                                                                               (1, None, 1, "generate", 0)]
     seed = member("seed", None, status=None, generation=0)
     strategy.note_pending(seed)
     requests = strategy.ask(3)

@@ -214,3 +214,35 @@ def test_llm_calls_are_recorded_and_charged_to_the_run(store: Store) -> None:
     assert (call.role, call.model, call.prompt, call.reply) == ("judge", "model-a", "Is it right?", "Yes.")
     assert (call.tokens_in, call.tokens_out, call.latency_s, call.candidate_id) == (12, 3, 0.75, cid)
     assert store.get_run(run_id).cost_usd == pytest.approx(0.002)
+
+
+def test_llm_calls_are_linked_by_digest_once_their_candidate_is_stored(store: Store) -> None:
+    task_id, run_id, [seed_id] = _setup(store, 1)
+    child = Candidate.from_source("y = 2", origin="llm:m")
+    wrote = store.record_llm_call(run_id, "coder:refine", "m", "p", "r", tokens_in=100, tokens_out=40,
+                                  cost_usd=0.003, candidate_digest=child.digest, attempts=2)
+    judged = store.record_llm_call(run_id, "judge:repair", "j", "p", "r", tokens_in=50, tokens_out=5,
+                                   cost_usd=0.001, candidate_digest=store.get_candidate(seed_id).digest)
+    failed = store.record_llm_call(run_id, "coder:refine", "m", "p", "", outcome="error",
+                                   problem="failed after 3 attempts", attempts=3)
+    assert wrote.candidate_id is None and judged.candidate_id == seed_id  # the seed is stored already
+    [(record, new)] = store.add_candidates(run_id, task_id, [child], generation=1, island=0)
+    assert new
+    calls = store.llm_calls(run_id)
+    assert [c.id for c in calls] == [wrote.id, judged.id, failed.id]
+    assert calls[0].candidate_id == record.id and calls[0].attempts == 2
+    assert (calls[2].outcome, calls[2].problem, calls[2].candidate_id) == ("error", "failed after 3 attempts", None)
+    assert [c.id for c in store.llm_calls(run_id, record.id)] == [wrote.id]
+    run = store.get_run(run_id)
+    assert (run.tokens_in, run.tokens_out) == (150, 45) and run.cost_usd == pytest.approx(0.004)
+    usage = {u.role: u for u in store.llm_usage(run_id)}
+    assert usage["coder:refine"].calls == 2 and dict(usage["coder:refine"].by_outcome) == {"error": 1, "ok": 1}
+    assert usage["judge:repair"].cost_usd == pytest.approx(0.001) and usage["judge:repair"].tokens_in == 50
+
+
+def test_wall_time_adds_up_over_invocations(store: Store) -> None:
+    _, run_id, _ = _setup(store, 1)
+    store.add_wall_time(run_id, 1.5)
+    store.add_wall_time(run_id, 2.0)
+    store.add_wall_time(run_id, -5.0)  # a clock that went backwards adds nothing
+    assert store.get_run(run_id).wall_s == pytest.approx(3.5)

@@ -14,6 +14,7 @@ import textwrap
 import tokenize
 from pathlib import Path
 
+from agents.proposal import Scored
 from agents.tuner import TuneProposer, describe_tunables, neighbours
 from evaluator.candidate import Candidate
 
@@ -250,12 +251,12 @@ def test_no_tunables_and_bad_source_give_nothing() -> None:
     assert neighbours(bad) == [] and describe_tunables(bad) == {}
     tuner = TuneProposer(seed=0)
     for source in (NO_TUNABLES, bad):
-        assert asyncio.run(tuner.propose(None, [Candidate.from_source(source)], [], 5)) == []
+        assert asyncio.run(tuner.propose(None, [Scored(Candidate.from_source(source))], [], 5)) == []
 
 
 def test_propose_returns_fresh_tune_candidates() -> None:
     parent = Candidate.from_source(VECTOR_ADD, origin="seed")
-    out = asyncio.run(TuneProposer(seed=1).propose(object(), [parent], [], 5))
+    out = asyncio.run(TuneProposer(seed=1).propose(object(), [Scored(parent)], [], 5))
     assert len(out) == 5
     assert len({c.digest for c in out}) == 5 and parent.digest not in {c.digest for c in out}
     expected = dict((src, note) for src, note in neighbours(VECTOR_ADD))
@@ -266,10 +267,10 @@ def test_propose_returns_fresh_tune_candidates() -> None:
 
 def test_propose_is_seeded_and_exhausts_without_repeats() -> None:
     parent = Candidate.from_source(VECTOR_ADD)
-    first = asyncio.run(TuneProposer(seed=7).propose(None, [parent], [], 4))
-    again = asyncio.run(TuneProposer(seed=7).propose(None, [parent], [], 4))
+    first = asyncio.run(TuneProposer(seed=7).propose(None, [Scored(parent)], [], 4))
+    again = asyncio.run(TuneProposer(seed=7).propose(None, [Scored(parent)], [], 4))
     assert [c.digest for c in first] == [c.digest for c in again]
-    everything = asyncio.run(TuneProposer(seed=7).propose(None, [parent], [], 100))
+    everything = asyncio.run(TuneProposer(seed=7).propose(None, [Scored(parent)], [], 100))
     assert len(everything) == len(neighbours(VECTOR_ADD)) == len({c.digest for c in everything})
 
 
@@ -277,12 +278,12 @@ def test_propose_never_returns_a_parent_or_inspiration_and_prefers_the_first_par
     first = Candidate.from_source(VECTOR_ADD)
     second = Candidate.from_source(VECTOR_ADD.replace("BLOCK_SIZE=128", "BLOCK_SIZE=256"))  # a neighbour of first
     inspiration = Candidate.from_source(VECTOR_ADD.replace("num_warps=4", "num_warps=8"))
-    out = asyncio.run(TuneProposer(seed=3).propose(None, [first, second], [inspiration], 200))
+    out = asyncio.run(TuneProposer(seed=3).propose(None, [Scored(first), Scored(second)], [Scored(inspiration)], 200))
     digests = [c.digest for c in out]
     assert len(digests) == len(set(digests))
     assert not {first.digest, second.digest, inspiration.digest} & set(digests)
     assert {c.parents for c in out} == {(first.digest,), (second.digest,)}
-    few = asyncio.run(TuneProposer(seed=3).propose(None, [first, second], [], 6))
+    few = asyncio.run(TuneProposer(seed=3).propose(None, [Scored(first), Scored(second)], [], 6))
     assert sum(c.parents == (first.digest,) for c in few) > sum(c.parents == (second.digest,) for c in few)
 
 

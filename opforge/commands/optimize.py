@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agents.tuner import TuneProposer
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from evaluator.pool import LocalRunner, RayRunner, Runner
 from opforge.cli import UsageError
+from opforge.coders import add_llm_arguments, llm_config, make_proposer, resolve_coder
 from opforge.display import format_speedup
 from opforge.progress import ProgressPrinter
 from opforge.report import member_json, run_done, run_report
@@ -22,7 +22,6 @@ from store import RunRecord, Store, StoreError, get_store
 
 DEFAULT_BUDGET = 20
 DEFAULT_TIMING_S = 1.0
-TUNER_OVERSAMPLE = 4  # the tuner is free: ask it for extra neighbours, some are known already
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,8 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", type=int, metavar="RUN_ID", help="continue an earlier run to its budget")
     p.add_argument("--budget", type=int, default=None, metavar="N",
                    help=f"candidates to evaluate, the seed included (default {DEFAULT_BUDGET})")
-    p.add_argument("--coder", choices=("tune", "llm"), default="tune",
-                   help="who proposes kernels: tune (the offline parameter tuner) or llm (not available yet)")
+    p.add_argument("--coder", choices=("auto", "tune", "llm"), default="auto",
+                   help="who proposes kernels: tune (the offline parameter tuner, no LLM), llm (coder and judge "
+                        "agents over an OpenAI-compatible model, with the tuner between their calls), or auto "
+                        "(default: llm when a model is configured, else tune)")
     p.add_argument("--seed-kernel", metavar="FILE", help="the starting kernel (default: the built-in task's seed)")
     p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
     p.add_argument("--runner", choices=("ray", "local"), default="ray",
@@ -52,12 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--islands", type=int, default=2, metavar="N", help="islands of the population (default 2)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object: run_id, evaluated, best")
+    add_llm_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.coder == "llm":
-        raise UsageError("The LLM coder is not available yet; use --coder tune (the offline parameter tuner).")
     _check_numbers(args)
     if args.resume is not None and args.task:
         raise UsageError("Give either a TASK to start a run or --resume RUN_ID, not both.")
@@ -78,10 +78,16 @@ def run(args: argparse.Namespace) -> int:
             runner = make_runner(args.runner, args.workers, args.ray_address)
         else:
             task = resolve_task(args.task)
-            seed = resolve_seed(args.seed_kernel, task)
+            coder = resolve_coder(args)
+            llm = llm_config(args) if coder == "llm" else None
+            seed = resolve_seed(args.seed_kernel, task, required=coder != "llm",
+                                from_scratch=bool(llm and llm["from_scratch"]))
             cfg = EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S)
-            config = {"coder": args.coder, "eval": eval_config_json(cfg), "islands": args.islands, "seed": args.seed}
-            budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.gpu_s)
+            config = {"coder": coder, "eval": eval_config_json(cfg), "islands": args.islands, "seed": args.seed}
+            if llm is not None:
+                config["llm"] = llm
+            budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.gpu_s, args.max_usd,
+                            args.max_tokens)
             runner = make_runner(args.runner, args.workers, args.ray_address)  # before any write: no orphan runs
             run_record = start_run(store, task, seed, config, budget)
         outcome = _search(store, run_record, task, runner, args)
@@ -128,8 +134,17 @@ def resolve_task(name_or_path: str) -> Task:
         raise UsageError(str(exc)) from None
 
 
-def resolve_seed(seed_path: str | None, task: Task) -> Candidate:
+def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_scratch: bool = False
+                 ) -> Candidate | None:
+    """The starting kernel: --seed-kernel, else the one beside the task; None where the LLM coder starts from
+    scratch (asked to, or no seed exists)."""
+    if from_scratch and seed_path:
+        raise UsageError("Give either --seed-kernel FILE or --from-scratch, not both.")
+    if from_scratch:
+        return None
     path = Path(seed_path) if seed_path else (seed_for(task.path) if task.path else None)
+    if path is None and not required:
+        return None
     if path is None:
         raise UsageError(f"{task.label} has no seed kernel beside it ({task.name}.seed.py); give the starting kernel "
                          "with --seed-kernel FILE.")
@@ -140,9 +155,14 @@ def resolve_seed(seed_path: str | None, task: Task) -> Candidate:
 
 
 def _resume(store: Store, args: argparse.Namespace) -> tuple[RunRecord, Task]:
-    if args.task or args.seed_kernel or args.budget is not None or args.timing_s is not None:
-        raise UsageError("--resume continues a run as it was configured; leave out TASK, --seed-kernel, --budget "
-                         "and --timing-s.")
+    fixed = (args.task, args.seed_kernel, args.budget is not None, args.timing_s is not None, args.model,
+             args.judge_model, args.backend, args.max_usd is not None, args.max_tokens is not None, args.prices,
+             args.no_judge, args.no_review, args.from_scratch, args.tune_per_request is not None, args.coder != "auto",
+             args.llm_concurrency is not None, args.llm_timeout_s is not None)
+    if any(fixed):
+        raise UsageError("--resume continues a run as it was configured; leave out TASK, --coder, --seed-kernel, "
+                         "--budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --gpu-s, "
+                         "--workers and --runner may change).")
     run_record = store.get_run(args.resume)
     task = store.get_task(run_record.task_id).task
     return run_record, task
@@ -153,14 +173,16 @@ def _search(store: Store, run_record: RunRecord, task: Task, runner: Runner, arg
     config: dict[str, Any] = dict(run_record.config)
     budget = Budget.from_json(run_record.budget)
     if args.resume is not None:  # this invocation's own limits
-        budget = Budget(budget.max_candidates, args.time_limit_s or budget.time_limit_s, args.gpu_s or budget.gpu_s)
+        budget = Budget(budget.max_candidates, args.time_limit_s or budget.time_limit_s, args.gpu_s or budget.gpu_s,
+                        budget.usd, budget.tokens)
     seed = int(config.get("seed", 0))
-    proposer = TuneProposer(seed=hash((seed, run_record.id, run_record.evaluated)) & 0xFFFFFFFF)
+    proposing = make_proposer(store, run_record, llm_base_url=args.llm_base_url)
     strategy = StrategyConfig(n_islands=int(config.get("islands", 2)), seed=seed + run_record.evaluated)
     printer = ProgressPrinter()
     try:
-        search = Search(store, run_record.id, task, proposer, runner, eval_config_from(config.get("eval")), budget,
-                        strategy, oversample=TUNER_OVERSAMPLE, on_progress=printer)
+        search = Search(store, run_record.id, task, proposing.proposer, runner, eval_config_from(config.get("eval")),
+                        budget, strategy, oversample=proposing.oversample, on_progress=printer,
+                        spend=proposing.spend, extra_per_request=proposing.extra_per_request)
         return search.run()
     finally:
         printer.finish()
@@ -188,6 +210,8 @@ def _print_summary(store: Store, outcome: RunOutcome, args: argparse.Namespace) 
     else:
         lines.append(f"best: candidate #{best.candidate_id}, speedup {format_speedup(best.speedup)} over PyTorch, "
                      f"generation {best.generation}, {best.candidate.note or best.candidate.origin}")
+    if report.cost.usage:
+        lines.append(report.cost.text()[0])
     db = f" --db {args.db}" if args.db else ""
     lines.append(f"details: opforge show {outcome.run_id}{db}")
     print("\n".join(lines))
