@@ -226,7 +226,8 @@ class LocalEvaluator:
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
-                          reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j, power_w=m.power_w,
+                          reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j,
+                          reference_energy_j=m.reference_energy_j, power_w=m.power_w,
                           profile=MappingProxyType(profile), device=dev, suspicious=suspicious,
                           trials=tuple(trials))
 

@@ -50,6 +50,7 @@ class Measurement:
     kept: list[tuple[int, list[torch.Tensor]]]
     energy_j: float | None
     power_w: float | None
+    reference_energy_j: float | None = None
 
 
 def fresh_seed() -> int:
@@ -107,7 +108,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         random.shuffle(sides)
         for conn, rec, keeps in sides:
             if not rec.done(cfg):
-                _block(conn, rec, cfg, keeps, meter if rec is cand else None, first=rec.blocks == 0)
+                _block(conn, rec, cfg, keeps, meter, first=rec.blocks == 0)
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, None, first=False)
     _cross_check(ref, cand, device_kind)
@@ -115,8 +116,9 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     if cand.energy_calls:
         energy = cand.energy_j / cand.energy_calls
         power = cand.energy_j / cand.energy_s if cand.energy_s > 0 else None
+    ref_energy = ref.energy_j / ref.energy_calls if ref.energy_calls else None
     return Measurement(Timing.from_samples(ref.samples_ms), Timing.from_samples(cand.samples_ms), cand.kept,
-                       energy, power)
+                       energy, power, ref_energy)
 
 
 def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:

@@ -73,6 +73,7 @@ class EvalResult:
     peak_memory_bytes: int | None = None
     reference_peak_memory_bytes: int | None = None
     energy_j: float | None = None
+    reference_energy_j: float | None = None  # the reference's energy per call, metered alongside
     power_w: float | None = None
     profile: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     device: DeviceInfo = UNKNOWN_DEVICE
@@ -116,6 +117,7 @@ class EvalResult:
             "peak_memory_bytes": self.peak_memory_bytes,
             "reference_peak_memory_bytes": self.reference_peak_memory_bytes,
             "energy_j": self.energy_j,
+            "reference_energy_j": self.reference_energy_j,
             "power_w": self.power_w,
             "profile": dict(self.profile),
             "device": asdict(self.device),
@@ -137,6 +139,7 @@ class EvalResult:
             peak_memory_bytes=data.get("peak_memory_bytes"),
             reference_peak_memory_bytes=data.get("reference_peak_memory_bytes"),
             energy_j=data.get("energy_j"),
+            reference_energy_j=data.get("reference_energy_j"),
             power_w=data.get("power_w"),
             profile=MappingProxyType(dict(data.get("profile") or {})),
             device=DeviceInfo(**data["device"]) if data.get("device") else UNKNOWN_DEVICE,

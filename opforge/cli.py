@@ -9,7 +9,7 @@ import sys
 from opforge import __version__
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.
-COMMAND_MODULES = ("eval", "task", "optimize", "runs", "db")
+COMMAND_MODULES = ("eval", "task", "optimize", "bench", "leaderboard", "report", "runs", "db")
 
 
 class UsageError(Exception):
@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("opforge: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `opforge ... | head`: the reader left; nothing more to say
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -88,12 +88,12 @@ class RunOutcome:
     by_status: Mapping[str, int] = field(default_factory=dict)
 
 
-def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[str, Any], budget: Budget
-              ) -> RunRecord:
+def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[str, Any], budget: Budget,
+              bench_id: int | None = None) -> RunRecord:
     """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
     first round writes kernels from the reference."""
     task_record = store.add_task(task)
-    run = store.create_run(task_record.id, config, budget.to_json())
+    run = store.create_run(task_record.id, config, budget.to_json(), bench_id=bench_id)
     if seed is not None:
         record, _ = store.add_candidate(run.id, task_record.id, seed, generation=0, island=0)
         store.enqueue(run.id, record.id)

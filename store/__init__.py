@@ -11,6 +11,7 @@ from __future__ import annotations
 from store.engine import DEFAULT_URL, ENV_VAR, check_reachable, make_engine, resolve_url
 from store.errors import StoreError
 from store.records import (
+    BenchRecord,
     CandidateRecord,
     EvaluationRecord,
     LLMCallRecord,
@@ -43,7 +44,7 @@ def get_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
+    "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
     "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "get_store", "head_revision",
     "upgrade",
 ]

@@ -9,8 +9,16 @@ from types import MappingProxyType
 from typing import Any, Sequence
 
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
-from store.records import CandidateRecord, EvaluationRecord, LLMCallRecord, RunRecord, RunStatus, TaskRecord
-from store.rows import CandidateRow, EvaluationRow, LLMCallRow, RunRow, TaskRow
+from store.records import (
+    BenchRecord,
+    CandidateRecord,
+    EvaluationRecord,
+    LLMCallRecord,
+    RunRecord,
+    RunStatus,
+    TaskRecord,
+)
+from store.rows import BenchRow, CandidateRow, EvaluationRow, LLMCallRow, RunRow, TaskRow
 
 
 def aware(ts: datetime) -> datetime:
@@ -19,13 +27,20 @@ def aware(ts: datetime) -> datetime:
 
 
 def task_record(row: TaskRow) -> TaskRecord:
-    return TaskRecord(row.id, row.name, row.source, row.digest, row.path, aware(row.created_at))
+    return TaskRecord(row.id, row.name, row.source, row.digest, row.path, aware(row.created_at), row.flops,
+                      row.min_bytes)
+
+
+def bench_record(row: BenchRow) -> BenchRecord:
+    return BenchRecord(row.id, row.suite, row.agent, MappingProxyType(dict(row.config)), RunStatus(row.status),
+                       aware(row.created_at), aware(row.updated_at))
 
 
 def run_record(row: RunRow) -> RunRecord:
     return RunRecord(
         id=row.id,
         task_id=row.task_id,
+        bench_id=row.bench_id,
         status=RunStatus(row.status),
         config=MappingProxyType(dict(row.config)),
         budget=MappingProxyType(dict(row.budget)),
@@ -80,6 +95,7 @@ def result_columns(result: EvalResult) -> dict[str, Any]:
         "peak_memory_bytes": result.peak_memory_bytes,
         "reference_peak_memory_bytes": result.reference_peak_memory_bytes,
         "energy_j": result.energy_j,
+        "reference_energy_j": result.reference_energy_j,
         "power_w": result.power_w,
         "suspicious": result.suspicious,
         "device_kind": result.device.kind,
@@ -102,7 +118,7 @@ EVALUATION_COLUMNS = tuple(EvaluationRow.__table__.c[name] for name in (
     "id", "candidate_id", "task_id", "run_id", "created_at", "status", "reason",
     "candidate_median_ms", "candidate_iqr_ms", "candidate_reps", "reference_median_ms", "reference_iqr_ms",
     "reference_reps", "max_abs_error", "max_rel_error", "peak_memory_bytes", "reference_peak_memory_bytes",
-    "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials"))
+    "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials", "reference_energy_j"))
 
 
 def evaluation_record(row: EvaluationRow) -> EvaluationRecord:
@@ -112,7 +128,8 @@ def evaluation_record(row: EvaluationRow) -> EvaluationRecord:
 def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
     """From the values of EVALUATION_COLUMNS, in order."""
     (eid, candidate_id, task_id, run_id, created_at, status, reason, c_med, c_iqr, c_reps, r_med, r_iqr, r_reps,
-     max_abs, max_rel, peak, ref_peak, energy_j, power_w, profile, device, log, suspicious, trials) = values
+     max_abs, max_rel, peak, ref_peak, energy_j, power_w, profile, device, log, suspicious, trials,
+     ref_energy_j) = values
     result = EvalResult(
         status=Status(status),
         reason=reason,
@@ -123,6 +140,7 @@ def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
         peak_memory_bytes=peak,
         reference_peak_memory_bytes=ref_peak,
         energy_j=energy_j,
+        reference_energy_j=ref_energy_j,
         power_w=power_w,
         profile=MappingProxyType(profile),
         device=DeviceInfo(**device),

@@ -36,6 +36,8 @@ class TaskRecord:
     digest: str
     path: str | None
     created_at: datetime
+    flops: float | None = None
+    min_bytes: int | None = None
 
     @property
     def task(self) -> Task:
@@ -46,6 +48,7 @@ class TaskRecord:
 class RunRecord:
     id: int
     task_id: int
+    bench_id: int | None
     status: RunStatus
     config: Mapping[str, Any]
     budget: Mapping[str, Any]
@@ -150,3 +153,14 @@ class LLMUsage:
     tokens_out: int
     cost_usd: float
     latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRecord:
+    id: int
+    suite: str
+    agent: str
+    config: Mapping[str, Any]
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime

@@ -56,7 +56,26 @@ class TaskRow(Base):
     source: Mapped[str] = mapped_column(Text)
     digest: Mapped[str] = mapped_column(String(64), unique=True)
     path: Mapped[str | None] = mapped_column(Text)
+    flops: Mapped[float | None] = mapped_column(Float)        # least work of one reference call (None: not counted)
+    min_bytes: Mapped[int | None] = mapped_column(BigInteger)  # inputs, outputs and weights: bytes moved at least
     created_at: Mapped[datetime] = _created()
+
+
+class BenchRow(Base):
+    """One agent configuration over a suite of tasks: a leaderboard entry, made of one run per task."""
+
+    __tablename__ = "benches"
+    __table_args__ = (
+        CheckConstraint("status IN ('running', 'done', 'failed', 'interrupted')", name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(Text, index=True)        # a built-in suite's name or a folder's path
+    agent: Mapped[str] = mapped_column(String(255))             # e.g. "tune", "llm:gpt-4.1+judge:o4-mini"
+    config: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _created()
 
 
 class RunRow(Base):
@@ -67,6 +86,7 @@ class RunRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), index=True)
+    bench_id: Mapped[int | None] = mapped_column(ForeignKey("benches.id"), index=True)
     config: Mapped[dict[str, Any]]
     budget: Mapped[dict[str, Any]]
     status: Mapped[str] = mapped_column(String(16), default="running")
@@ -126,6 +146,7 @@ class EvaluationRow(Base):
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     reference_peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     energy_j: Mapped[float | None] = mapped_column(Float)
+    reference_energy_j: Mapped[float | None] = mapped_column(Float)
     power_w: Mapped[float | None] = mapped_column(Float)
     suspicious: Mapped[bool] = mapped_column(Boolean, default=False)
     device_kind: Mapped[str] = mapped_column(String(32))

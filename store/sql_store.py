@@ -11,11 +11,12 @@ from evaluator.candidate import Candidate
 from evaluator.result import EvalResult
 from evaluator.task import Task
 from store import queries, queue, writes
-from store.codec import candidate_record, llm_call_record, run_record, task_record
+from store.codec import bench_record, candidate_record, llm_call_record, run_record, task_record
 from store.dialect import insert
 from store.engine import display, session_scope
 from store.errors import StoreError
 from store.records import (
+    BenchRecord,
     CandidateRecord,
     EvaluationRecord,
     LLMCallRecord,
@@ -26,7 +27,7 @@ from store.records import (
     ScoredCandidate,
     TaskRecord,
 )
-from store.rows import CandidateRow, LLMCallRow, RunRow, TaskRow, utcnow
+from store.rows import BenchRow, CandidateRow, LLMCallRow, RunRow, TaskRow, utcnow
 
 _CHUNK = 1000
 
@@ -76,15 +77,63 @@ class Store:
             return task_record(self._get(s, TaskRow, task_id, "task"))
 
     # --- runs ----------------------------------------------------------------------------------------------------
-    def create_run(self, task_id: int, config: Mapping[str, Any], budget: Mapping[str, Any]) -> RunRecord:
+    def set_task_work(self, task_id: int, flops: float | None, min_bytes: int | None) -> TaskRecord:
+        """Record the least work one reference call does (for the leaderboard's roofline floor)."""
+        with self._session(write=True) as s:
+            row = self._get(s, TaskRow, task_id, "task")
+            row.flops, row.min_bytes = flops, min_bytes
+            s.flush()
+            return task_record(row)
+
+    def create_run(self, task_id: int, config: Mapping[str, Any], budget: Mapping[str, Any],
+                   bench_id: int | None = None) -> RunRecord:
         with self._session(write=True) as s:
             self._get(s, TaskRow, task_id, "task")
+            if bench_id is not None:
+                self._get(s, BenchRow, bench_id, "bench")
             now = utcnow()
-            row = RunRow(task_id=task_id, config=dict(config), budget=dict(budget), status=RunStatus.RUNNING.value,
-                         evaluated=0, gpu_s=0.0, cost_usd=0.0, created_at=now, updated_at=now)
+            row = RunRow(task_id=task_id, bench_id=bench_id, config=dict(config), budget=dict(budget),
+                         status=RunStatus.RUNNING.value, evaluated=0, gpu_s=0.0, cost_usd=0.0, created_at=now,
+                         updated_at=now)
             s.add(row)
             s.flush()
             return run_record(row)
+
+    # --- benches ---------------------------------------------------------------------------------------------------
+    def create_bench(self, suite: str, agent: str, config: Mapping[str, Any]) -> BenchRecord:
+        with self._session(write=True) as s:
+            now = utcnow()
+            row = BenchRow(suite=suite, agent=agent, config=dict(config), status=RunStatus.RUNNING.value,
+                           created_at=now, updated_at=now)
+            s.add(row)
+            s.flush()
+            return bench_record(row)
+
+    def get_bench(self, bench_id: int) -> BenchRecord:
+        with self._session() as s:
+            return bench_record(self._get(s, BenchRow, bench_id, "bench"))
+
+    def list_benches(self, suite: str | None = None) -> list[BenchRecord]:
+        """Benches oldest first, optionally of one suite."""
+        with self._session() as s:
+            stmt = select(BenchRow).order_by(BenchRow.id)
+            if suite is not None:
+                stmt = stmt.where(BenchRow.suite == suite)
+            return [bench_record(r) for r in s.scalars(stmt)]
+
+    def set_bench_status(self, bench_id: int, status: RunStatus | str) -> BenchRecord:
+        with self._session(write=True) as s:
+            row = self._get(s, BenchRow, bench_id, "bench")
+            row.status, row.updated_at = RunStatus(status).value, utcnow()
+            s.flush()
+            return bench_record(row)
+
+    def bench_runs(self, bench_id: int) -> list[RunRecord]:
+        """The bench's runs, one per task it has started, oldest first."""
+        with self._session() as s:
+            self._get(s, BenchRow, bench_id, "bench")
+            return [run_record(r) for r in s.scalars(select(RunRow).where(RunRow.bench_id == bench_id)
+                                                     .order_by(RunRow.id))]
 
     def get_run(self, run_id: int) -> RunRecord:
         with self._session() as s:

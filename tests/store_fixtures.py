@@ -110,6 +110,7 @@ def full_result() -> EvalResult:
         peak_memory_bytes=17_179_869_184 + 12_345,
         reference_peak_memory_bytes=34_359_738_368 + 678,
         energy_j=0.000123456789,
+        reference_energy_j=0.000246913578,
         power_w=412.3456789,
         profile=MappingProxyType({"dram__throughput.avg.pct_of_peak": 87.25, "sm__warps_active.avg": 0.5}),
         device=H100,
