@@ -17,10 +17,13 @@ from types import MappingProxyType
 from typing import Any
 
 from evaluator import policy
+from evaluator.build_cache import BuildCache
+from evaluator.build_stage import BuildServer, build_mode, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
+from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.device import EnergyMeter, device_info, resolve_device
 from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
@@ -29,24 +32,30 @@ from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
 
 CPU_TIME_SLACK_S = 60
+META_NOTE = "shapes only: the degenerate-task checks need real values (run without --meta; the CPU by default)"
 
 
 @dataclass(frozen=True, slots=True)
 class TaskReport:
-    """What `task check` found: the variants and the shapes and dtypes going in and out."""
+    """What `task check` found: the variants and the shapes and dtypes going in and out, and on a real device the
+    degenerate-task findings (outputs a constant or a stored result reproduces, inputs or weights it ignores)."""
 
     variants: tuple[dict[str, Any], ...]
     inputs: tuple[tuple[dict[str, Any], ...], ...]
     outputs: tuple[tuple[dict[str, Any], ...], ...]
     ops: tuple[str, ...]
     device: str
+    degenerate: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    degenerate_checked: bool = False  # False on the meta device: values are unknown there
 
 
 class LocalEvaluator:
     """Evaluates on this machine: one trusted reference zygote and one sandboxed candidate zygote per device."""
 
-    def __init__(self, sandbox: str = "auto"):
+    def __init__(self, sandbox: str = "auto", build_cache: str | None = None):
         self.sandbox = sandbox
+        self.build_cache = BuildCache.open(build_cache)  # None: switched off (builds stay private to each worker)
         self._zygotes: dict[tuple[str, str], Zygote] = {}
         self._lock = threading.Lock()
         self._devices: dict[str, DeviceInfo] = {}
@@ -55,7 +64,8 @@ class LocalEvaluator:
         with self._lock:
             key = (device, role)
             if key not in self._zygotes:
-                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process")
+                hidden = (str(self.build_cache.root),) if self.build_cache and role == "candidate" else ()
+                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
             return self._zygotes[key]
 
     def _connect(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task) -> WorkerConnection:
@@ -77,17 +87,26 @@ class LocalEvaluator:
 
     # -- task check -----------------------------------------------------------------------------------------------
     def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0) -> TaskReport:
-        """Load the task in the trusted reference worker and run it once per shape variant. On the meta device
-        (shapes only), a task that needs real values (`.item()`, data-dependent shapes) is run on the CPU instead."""
+        """Load the task in the trusted reference worker and run it once per shape variant; on a real device, also
+        run the degenerate-task check on the benchmark shape (a second seed, each input redrawn alone, another init
+        seed: 2 + one run per input). On the meta device (shapes only), a task that needs real values (`.item()`,
+        data-dependent shapes) is run on the CPU instead, still shapes only."""
         if device == "meta":
             try:
-                return self._check_task(task, "meta", timeout_s)
-            except TaskError:
-                report = self._check_task(task, "cpu", timeout_s)
-                return dataclasses.replace(report, device="cpu (the meta device could not run it)")
-        return self._check_task(task, device, timeout_s)
+                report = self._check_task(task, "meta", timeout_s, probe=False)
+            except TaskError as meta_error:
+                try:
+                    report = self._check_task(task, "cpu", timeout_s, probe=False)
+                except TaskError as cpu_error:
+                    on_cpu = str(cpu_error).removeprefix(f"{task.label}: ")
+                    if on_cpu in str(meta_error):
+                        raise meta_error from None
+                    raise TaskError(f"{meta_error} (and on the CPU: {on_cpu})") from None
+                report = dataclasses.replace(report, device="cpu (the meta device could not run it)")
+            return dataclasses.replace(report, notes=report.notes + (META_NOTE,))
+        return self._check_task(task, device, timeout_s, probe=True)
 
-    def _check_task(self, task: Task, device: str, timeout_s: float) -> TaskReport:
+    def _check_task(self, task: Task, device: str, timeout_s: float, probe: bool) -> TaskReport:
         kind = device if device == "meta" else resolve_device(device)
         nonce = secrets.token_hex(16)
         conn = self._connect("cpu" if kind == "meta" else kind, "reference", nonce, EvalConfig(), task)
@@ -96,14 +115,21 @@ class LocalEvaluator:
                                      "device": kind, "init_seeds": [fresh_seed()] * 64}, timeout_s, "loading")
             n = int(reply["variants"])
             inputs, outputs, ops = [], [], set()
+            base_seed, base = fresh_seed(), []
             for v in range(n):
-                r, _ = conn.request({"cmd": "run", "variant": v, "seed": fresh_seed(), "trace": v == 0,
-                                     "describe_inputs": True}, timeout_s, f"running shape variant {v}")
+                r, got = conn.request({"cmd": "run", "variant": v, "seed": base_seed if v == 0 else fresh_seed(),
+                                       "trace": v == 0, "describe_inputs": True}, timeout_s,
+                                      f"running shape variant {v}")
                 inputs.append(tuple(r.get("inputs", ())))
                 outputs.append(tuple(r["outputs"]))
                 ops.update(r.get("ops", []))
+                base = got if v == 0 else base
             variants = tuple(dict(v) for v in reply.get("variant_overrides", [{}] * n))
-            return TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
+            report = TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
+            if not probe or kind == "meta":
+                return report
+            findings, notes = _degenerate_check(conn, timeout_s, base_seed, base, inputs[0], reply.get("tolerance"))
+            return dataclasses.replace(report, degenerate=tuple(findings), notes=tuple(notes), degenerate_checked=True)
         except Refused as exc:
             raise TaskError(f"{task.label}: {exc.reason}") from None
         finally:
@@ -148,8 +174,9 @@ class LocalEvaluator:
         if n_variants > len(init_seeds):
             init_seeds += [fresh_seed() for _ in range(n_variants - len(init_seeds))]
         tolerance = reply.get("tolerance")
-        cand.request({**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
-                     "importing and compiling the candidate")
+        builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
+        load_candidate(cand, {**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
+                       "importing and compiling the candidate", builds)
 
         probe_seed = fresh_seed()
         # (variant, distribution, probe): probes call once on other inputs first, then on the trial's inputs
@@ -244,6 +271,34 @@ class LocalEvaluator:
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
             conn.close()
+
+
+def _degenerate_check(conn: WorkerConnection, timeout_s: float, seed: int, base: list[Any],
+                      inputs: tuple[dict[str, Any], ...], tolerance: dict[str, float] | None) -> tuple[list, list]:
+    """The probe runs of the degenerate-task check on the benchmark shape; `degeneracy.judge` decides."""
+    run = {"cmd": "run", "variant": 0, "seed": seed}
+    _, other_seed = conn.request({**run, "seed": fresh_seed()}, timeout_s, "running the task on a second seed")
+    by_input, notes, fresh = {}, [], fresh_seed()
+    other_weights, facts = None, describe_facts({})
+    try:
+        for i, d in enumerate(inputs):
+            if "shape" not in d:
+                notes.append(f"input {i} is a plain value ({d.get('value')}), not a tensor; its influence is not "
+                             "checked")
+                continue
+            r, out = conn.request({**run, "fresh_input": i, "fresh_seed": fresh}, timeout_s, f"redrawing input {i}")
+            if (r.get("probe") or {}).get("input_changed"):
+                by_input[i] = out
+            else:
+                notes.append(f"input {i} ({d['dtype']}) is the same for every seed (a constant such as a mask or an "
+                             "index); its influence is not checked")
+        r, other_weights = conn.request({**run, "init_seed": fresh_seed()}, timeout_s, "running with other weights")
+        facts = describe_facts(r.get("probe") or {})
+    except TaskError as exc:  # redrawn values the task cannot take: what was measured so far still counts
+        reason = str(exc).removeprefix(f"{conn.task_label}: ")
+        notes.append(f"a probe of the degenerate-task check failed, so the checks after it were skipped: {reason}")
+    findings, more = judge(Probes(base, other_seed, by_input, other_weights, facts), tolerance)
+    return findings, notes + more
 
 
 def _refuse_pytorch_only(trial: int, launches: int, candidate_ops: set[str], reference_ops: set[str]) -> None:

@@ -46,6 +46,10 @@ class Guards:
         self.launches: Counter[str] = Counter()
         self._snapshot: dict[str, dict[str, int]] = {}
         self.baseline_threads = 0
+        # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
+        self.build_client: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]] | None = None
+        self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
+        self.collecting = False  # record the builds only (the build stage), returning stubs
 
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:
@@ -79,8 +83,14 @@ class Guards:
         real_load_inline, real_load = cpp_extension.load_inline, cpp_extension.load
 
         def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kwargs: Any) -> Any:
-            if cuda_sources and not cuda_available:
-                cuda_build.check_compiles(name, cpp_sources, cuda_sources, kwargs)  # raises either way
+            if cuda_sources:
+                # The driver's build cache first; None: no driver, an uncacheable call or a skipped build.
+                built = cuda_build.prebuilt(self.build_client, self.build_mode, self.collecting, cuda_available, name,
+                                            cpp_sources, cuda_sources, kwargs)
+                if built is not None:
+                    return wrap_module(built)
+                if not cuda_available:
+                    cuda_build.check_compiles(name, cpp_sources, cuda_sources, kwargs)  # raises either way
             return wrap_module(real_load_inline(name, cpp_sources, cuda_sources, **kwargs))
 
         def load(name: str, sources: Any, **kwargs: Any) -> Any:

@@ -1,6 +1,11 @@
 """Runners: where evaluations run. `LocalRunner` uses threads over one `LocalEvaluator` in this process; `RayRunner`
 spreads them over Ray actors (one per GPU, or a few CPU actors), replacing actors that die and recycling old ones.
 
+CUDA builds (`build_stage.py`): `RayRunner` builds a candidate that uses `cpp_extension` in a Ray CPU task
+(`num_cpus=1`, no GPU) as soon as it is submitted, so the builds of several candidates run in parallel and an actor
+only loads the cached result. Under `LocalRunner` each evaluation's driver builds (or finds) its extension in its own
+thread, through the same cache.
+
 A runner receives only `(Task, Candidate, EvalConfig)` and resolves a `concurrent.futures.Future` to an `EvalResult`.
 It never raises for a candidate's problem: a failure is a status. The one exception a future can carry is `TaskError`
 (the task itself is unusable), which the driver must stop on.
@@ -12,11 +17,14 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from evaluator.build_cache import cache_root
+from evaluator.build_stage import build_mode, needs_build, prebuild
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.evaluate import LocalEvaluator
@@ -28,6 +36,8 @@ DEFAULT_RECYCLE_AFTER = 200      # evaluations per actor before it is replaced (
 ATTEMPTS_PER_EVALUATION = 2      # the first try and one retry on a fresh actor
 RAY_OBJECT_STORE_BYTES = 128 * 2**20
 RAY_PROBE_TIMEOUT_S = 5.0
+BUILD_CPUS = 2                   # extra CPUs of a locally started Ray for build tasks (actors hold one CPU each)
+BUILD_WAIT_S = 900.0             # a job waits at most this long for its build task, then builds in its actor
 
 
 class Runner(Protocol):
@@ -54,12 +64,13 @@ def evaluate_safely(evaluator: LocalEvaluator, task: Task, candidate: Candidate,
 class LocalRunner:
     """`workers` evaluations at once on threads of this process, all through one `LocalEvaluator`."""
 
-    def __init__(self, workers: int = 1, sandbox: str = "auto", evaluator: LocalEvaluator | None = None) -> None:
+    def __init__(self, workers: int = 1, sandbox: str = "auto", evaluator: LocalEvaluator | None = None,
+                 build_cache: str | None = None) -> None:
         if workers < 1:
             raise ValueError(f"LocalRunner needs at least one worker, not {workers}.")
         self._workers = workers
         self._own_evaluator = evaluator is None
-        self._evaluator = evaluator or LocalEvaluator(sandbox)
+        self._evaluator = evaluator or LocalEvaluator(sandbox, build_cache)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="opforge-eval")
 
     @property
@@ -78,8 +89,8 @@ class LocalRunner:
 class EvaluatorActor:
     """The body of a Ray actor: one `LocalEvaluator` (its zygotes stay warm between evaluations)."""
 
-    def __init__(self, sandbox: str = "auto") -> None:
-        self._evaluator = LocalEvaluator(sandbox)
+    def __init__(self, sandbox: str = "auto", build_cache: str | None = None) -> None:
+        self._evaluator = LocalEvaluator(sandbox, build_cache)
 
     def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:
         return evaluate_safely(self._evaluator, task, candidate, cfg)
@@ -91,6 +102,12 @@ class EvaluatorActor:
         self._evaluator.close()
 
 
+def build_task(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str,
+               build_cache: str | None) -> list[dict[str, Any]]:
+    """The body of a Ray CPU task: the candidate's CUDA builds, into the cache (see `build_stage.prebuild`)."""
+    return prebuild(task, candidate, cfg, mode, build_cache)
+
+
 @dataclass
 class _Job:
     task: Task
@@ -98,6 +115,8 @@ class _Job:
     cfg: EvalConfig
     future: Future[EvalResult]
     attempts: int = 0
+    build_ref: Any = None        # the ObjectRef of its build task, until that finishes
+    build_deadline: float = 0.0
 
 
 @dataclass
@@ -114,18 +133,21 @@ class RayStats:
     actors_died: int
     actors_recycled: int
     retried: int
+    builds: int = 0              # build tasks started
 
 
 class RayRunner:
     """Evaluations on Ray: one actor per GPU (`num_gpus=1`) where the cluster has GPUs, otherwise `workers` CPU actors.
 
     `address` (or $RAY_ADDRESS) joins an existing cluster; without one a small local Ray is started (and shut down
-    by `close`). An actor that dies is replaced and its evaluation retried once on the fresh actor; a second death
-    records `crashed`. Actors are replaced after `recycle_after` evaluations.
+    by `close`), with `BUILD_CPUS` CPUs beyond the actors' for build tasks. A candidate that uses `cpp_extension` is
+    built by a Ray CPU task first (`build_cache`: the cache folder, see `build_cache.cache_root`); it waits for that
+    task before it is handed to an actor. An actor that dies is replaced and its evaluation retried once on the
+    fresh actor; a second death records `crashed`. Actors are replaced after `recycle_after` evaluations.
     """
 
     def __init__(self, workers: int = DEFAULT_CPU_WORKERS, address: str | None = None, sandbox: str = "auto",
-                 recycle_after: int = DEFAULT_RECYCLE_AFTER) -> None:
+                 recycle_after: int = DEFAULT_RECYCLE_AFTER, build_cache: str | None = None) -> None:
         import ray
 
         if workers < 1:
@@ -142,13 +164,17 @@ class RayRunner:
                 probe_ray_address(address)
                 ray.init(address=address, **common)
             else:
-                ray.init(num_cpus=max(workers, 1), object_store_memory=RAY_OBJECT_STORE_BYTES, **common)
+                ray.init(num_cpus=workers + BUILD_CPUS, object_store_memory=RAY_OBJECT_STORE_BYTES, **common)
             self._owns_ray = True
         gpus = int(ray.cluster_resources().get("GPU", 0))
         options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
         if gpus:  # one actor per GPU; its CPU work is the evaluator's own processes, so no CPU is reserved
             options.update(num_gpus=1, num_cpus=0)
         self._actor_class = ray.remote(**options)(EvaluatorActor)
+        # `build_cache` travels as given: each process resolves it (None: $OPFORGE_CUDA_BUILD_CACHE or its default).
+        self._build_cache = build_cache
+        self._builds_on = cache_root(build_cache) is not None
+        self._build_class = ray.remote(num_cpus=1, num_gpus=0, max_retries=0)(build_task)
         self._sandbox = sandbox
         self._recycle_after = recycle_after
         self._slots = [_Slot() for _ in range(gpus or workers)]
@@ -157,7 +183,7 @@ class RayRunner:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
-        self._started = self._died = self._recycled = self._retried = 0
+        self._started = self._died = self._recycled = self._retried = self._builds = 0
         self._thread = threading.Thread(target=self._dispatch, name="opforge-ray-dispatch", daemon=True)
         self._thread.start()
 
@@ -168,10 +194,16 @@ class RayRunner:
 
     def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]:
         future: Future[EvalResult] = Future()
+        job = _Job(task, candidate, cfg, future)
+        if self._builds_on and needs_build(candidate.source):
+            mode = build_mode("cuda" if self.uses_gpus and cfg.device != "cpu" else "cpu")
+            job.build_ref = self._build_class.remote(task, candidate, cfg, mode, self._build_cache)
+            job.build_deadline = time.monotonic() + BUILD_WAIT_S
         with self._lock:
             if self._closed:
                 raise RuntimeError("RayRunner.submit after close")
-            self._pending.append(_Job(task, candidate, cfg, future))
+            self._builds += job.build_ref is not None
+            self._pending.append(job)
         self._wake.set()
         return future
 
@@ -182,6 +214,12 @@ class RayRunner:
             self._closed = True
             jobs = list(self._pending) + [s.job for s in self._slots if s.job is not None]
             self._pending.clear()
+        for job in jobs:
+            if job.build_ref is not None:
+                try:
+                    self._ray.cancel(job.build_ref, force=True)
+                except Exception:  # noqa: BLE001 - already finished
+                    pass
         self._wake.set()
         self._thread.join(timeout=10)
         for job in jobs:
@@ -200,7 +238,7 @@ class RayRunner:
 
     def stats(self) -> RayStats:
         with self._lock:
-            return RayStats(self._started, self._died, self._recycled, self._retried)
+            return RayStats(self._started, self._died, self._recycled, self._retried, self._builds)
 
     # -- the dispatcher thread --------------------------------------------------------------------------------------
     def _dispatch(self) -> None:
@@ -210,24 +248,34 @@ class RayRunner:
                     return
                 self._assign()
                 refs = [s.ref for s in self._slots if s.ref is not None]
-            if not refs:
+                builds = {j.build_ref: j for j in self._pending if j.build_ref is not None}
+            if not refs and not builds:
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
-            ready, _ = self._ray.wait(refs, num_returns=1, timeout=0.2)
+            ready, _ = self._ray.wait(refs + list(builds), num_returns=1, timeout=0.2)
             for ref in ready:
-                self._collect(ref)
+                if ref in builds:
+                    with self._lock:
+                        builds[ref].build_ref = None  # built (or failed: its actor then builds it itself)
+                else:
+                    self._collect(ref)
 
     def _assign(self) -> None:
+        """Free slots take the oldest jobs whose build is done (or that waited past BUILD_WAIT_S)."""
+        now = time.monotonic()
         for slot in self._slots:
-            if not self._pending:
+            if slot.job is not None:
+                continue
+            job = next((j for j in self._pending if j.build_ref is None or now > j.build_deadline), None)
+            if job is None:
                 return
-            if slot.job is None:
-                self._start(slot, self._pending.popleft())
+            self._pending.remove(job)
+            self._start(slot, job)
 
     def _start(self, slot: _Slot, job: _Job) -> None:
         if slot.actor is None:
-            slot.actor = self._actor_class.remote(self._sandbox)
+            slot.actor = self._actor_class.remote(self._sandbox, self._build_cache)
             slot.evaluations = 0
             self._started += 1
         job.attempts += 1

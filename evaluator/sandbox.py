@@ -52,7 +52,7 @@ def bwrap_available() -> bool:
     return probe.returncode == 0
 
 
-def _bwrap_prefix(device: str) -> list[str]:
+def _bwrap_prefix(device: str, hidden_extra: tuple[str, ...] = ()) -> list[str]:
     args = ["bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc",
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     home = Path(os.path.expanduser("~"))
@@ -67,6 +67,9 @@ def _bwrap_prefix(device: str) -> list[str]:
         if p.exists() and any(_under(p, h) for h in hidden) and not any(_under(p, b) for b in bound):
             args += ["--ro-bind", str(p), str(p)]
             bound.append(p)
+    for extra in map(Path, hidden_extra):  # e.g. the CUDA build cache: candidate code never sees it, even read-only
+        if extra.is_dir() and not any(_under(n, extra) for n in needed):
+            args += ["--tmpfs", str(extra)]
     if device == "cuda":
         for dev in sorted(Path("/dev").glob("nvidia*")):
             args += ["--dev-bind", str(dev), str(dev)]
@@ -97,8 +100,9 @@ class WorkerHandle:
 class Zygote:
     """One warm parent process; `spawn` forks a fresh isolated worker from it."""
 
-    def __init__(self, device: str, role: str, isolation: str = "auto"):
+    def __init__(self, device: str, role: str, isolation: str = "auto", hidden: tuple[str, ...] = ()):
         self.device, self.role = device, role
+        self.hidden = hidden  # folders replaced by an empty tmpfs inside bubblewrap
         if isolation == "auto":
             isolation = "bwrap" if role == "candidate" and bwrap_available() else "process"
         if isolation == "bwrap" and not bwrap_available():
@@ -118,7 +122,7 @@ class Zygote:
         ours, theirs = socket.socketpair()
         cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role]
         if self.isolation == "bwrap":
-            cmd = _bwrap_prefix(self.device) + cmd
+            cmd = _bwrap_prefix(self.device, self.hidden) + cmd
         env = scrubbed_environment() if self.role == "candidate" else {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
         if self.device == "cpu":
             # Must be set before the first import of triton (the evaluator package imports it early): Triton's own

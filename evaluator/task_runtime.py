@@ -7,14 +7,18 @@ so the two build bit-identical inputs from the same seed. The module is executed
 
 from __future__ import annotations
 
+import contextlib
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-7, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 NORMAL_SCALE = 4.0  # the second distribution: standard normal, scaled so that negatives and large magnitudes appear
+JITTER_SCALE = 0.5  # parameters an init seed does not change (norm layers) move by this much of their mean magnitude
 
 
 class TaskRuntimeError(Exception):
@@ -28,7 +32,11 @@ class TaskRuntime:
         self.module = types.ModuleType(f"_opforge_task_{name}")
         self.module.__file__ = f"<task {name}>"
         code = compile(source, f"<task {name}>", "exec")
-        exec(code, self.module.__dict__)  # noqa: S102 - the task file is the user's trusted reference
+        try:
+            exec(code, self.module.__dict__)  # noqa: S102 - the task file is the user's trusted reference
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(f"the task imports {exc.name!r}, which is not installed here "
+                                      f"(pip install {(exc.name or '?').split('.')[0]})", name=exc.name) from None
         for attr in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(self.module, attr):
                 raise TaskRuntimeError(f"does not define {attr}")
@@ -54,9 +62,10 @@ class TaskRuntime:
         self._apply(variant)
         torch.manual_seed(seed)
         if self.device.type == "meta":
-            with torch.device("meta"):
+            with torch.device("meta"), _drawing_on(self.device):
                 return list(self.module.get_inputs())
-        produced = self.module.get_inputs()
+        with _drawing_on(self.device):
+            produced = self.module.get_inputs()
         if not isinstance(produced, (list, tuple)):
             raise TaskRuntimeError(f"get_inputs() returned a {type(produced).__name__}, not a list of tensors")
         raw = list(produced)
@@ -82,6 +91,43 @@ class TaskRuntime:
             out[which] = x
         return out
 
+    def inputs_with_fresh(self, variant: int, seed: int, index: int, fresh_seed: int) -> tuple[list[Any], bool]:
+        """The task's inputs for `seed` with input `index` alone drawn from `fresh_seed` (the degenerate-task check);
+        a float input that the task draws the same for every seed is redrawn from N(0, 1) * 4. Also says whether the
+        input changed. The global RNG ends as after `inputs(variant, seed)`, so a forward that draws (dropout) draws
+        the same."""
+        fresh = self.inputs(variant, fresh_seed)[index]
+        out = self.inputs(variant, seed)
+        x = out[index]
+        if not isinstance(x, torch.Tensor):
+            return out, False
+        if torch.equal(fresh, x) and x.dtype in FLOAT_DTYPES and x.numel():
+            gen = torch.Generator().manual_seed(fresh_seed)
+            fresh = (torch.randn(x.shape, generator=gen, dtype=torch.float32) * NORMAL_SCALE).to(x.dtype).to(x.device)
+        out[index] = fresh
+        return out, not torch.equal(fresh, x)
+
+    def reseeded_model(self, variant: int, init_seed: int, like: torch.nn.Module) -> tuple[torch.nn.Module, dict]:
+        """The reference model built from another init seed (the degenerate-task check). Floating parameters that come
+        out equal to `like`'s (a deterministic init, e.g. a norm layer's ones and zeros) are moved by a seeded random
+        amount, so that whether the forward uses them still shows. Returns the model and counts of its state."""
+        model = self.reference_model(variant, init_seed)
+        before = dict(like.named_parameters())
+        gen = torch.Generator().manual_seed(init_seed)
+        facts = {"parameters": 0, "buffers": sum(1 for _ in model.buffers()), "reseeded": 0, "jittered": 0}
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                facts["parameters"] += 1
+                old = before.get(name)
+                if old is None or old.shape != p.shape or not torch.equal(old, p):
+                    facts["reseeded"] += 1
+                elif p.dtype in FLOAT_DTYPES and p.numel():
+                    scale = JITTER_SCALE * max(float(p.abs().float().mean()), 0.1)
+                    noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * scale
+                    p.add_(noise.to(p.dtype).to(p.device))
+                    facts["jittered"] += 1
+        return model, facts
+
     def reference_model(self, variant: int, init_seed: int) -> torch.nn.Module:
         init = self.init_inputs(variant)
         torch.manual_seed(init_seed)
@@ -96,6 +142,48 @@ class TaskRuntime:
             return float(tol.get("atol", 1e-4)), float(tol.get("rtol", 1e-4))
         t = DEFAULT_TOLERANCE.get(dtype, 0.0)
         return t, t
+
+
+class _DeviceRedirect(TorchFunctionMode):
+    """Tensors that a task's `get_inputs` creates on a device this run does not use (`device='cuda'` on a CPU run,
+    any device on meta) are created on the run's device instead, where KernelBench's own harness would move them: a
+    CUDA-only task still checks on CPU or meta. A CPU request on a GPU run stays (the inputs are moved afterwards)."""
+
+    def __init__(self, device: torch.device):
+        super().__init__()
+        self.device = device
+
+    def _elsewhere(self, requested: Any) -> bool:
+        try:
+            kind = torch.device(requested).type
+        except (RuntimeError, TypeError):
+            return False
+        return kind != self.device.type and (self.device.type == "meta" or kind != "cpu")
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        kwargs = kwargs or {}
+        if func is torch.Tensor.cuda and self._elsewhere("cuda"):
+            return args[0].to(self.device)
+        if kwargs.get("device") is not None and self._elsewhere(kwargs["device"]):
+            kwargs = {**kwargs, "device": self.device}
+        if func is torch.Tensor.to and len(args) > 1 and isinstance(args[1], (str, torch.device)) \
+                and self._elsewhere(args[1]):
+            args = (args[0], self.device, *args[2:])
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _drawing_on(device: torch.device) -> Iterator[None]:
+    """While a task draws its inputs: explicit devices redirected; on meta, `torch.distributions` argument validation
+    (which reads values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
+    validate = torch.distributions.Distribution._validate_args
+    if device.type == "meta":
+        torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        with _DeviceRedirect(device):
+            yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(validate)
 
 
 def describe(values: list[Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 """The least work one call of a task's reference does: FLOPs (PyTorch's own flop counter) and bytes that must move
 (inputs, outputs and weights, each once). It bounds how fast any kernel can be on a device
 (`roofline_ms`): the leaderboard floors every measured time there, so one impossible time cannot inflate a mean.
+The same pass records the compute ops the reference runs (its structural signature: the archive finds related
+tasks by it).
 
 Counted on PyTorch's meta device (shapes only: instant even for big tasks), in a trusted child process, since the
 task is code; a task the meta device cannot run (one that reads values) is counted on the CPU. FLOPs cover the ops
@@ -23,6 +25,9 @@ TIMEOUT_S = 300.0
 class TaskWork:
     flops: float
     min_bytes: int
+    ops: tuple[str, ...] = ()  # the reference's compute ops (ATen names), sorted, each once
+    inputs: tuple[dict, ...] = ()   # shapes and dtypes of the benchmark shape's inputs ({"shape", "dtype"})
+    outputs: tuple[dict, ...] = ()
 
     def roofline_ms(self, bandwidth_gbps: float | None, peak_tflops: float | None) -> float | None:
         """The least time one call can take on a device with these peaks; None where neither is known."""
@@ -44,23 +49,26 @@ def task_work(task: Task, timeout_s: float = TIMEOUT_S) -> TaskWork | None:
     if proc.returncode != 0 or not proc.stdout.strip():
         return None
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return TaskWork(float(data["flops"]), int(data["min_bytes"]))
+    return TaskWork(float(data["flops"]), int(data["min_bytes"]), tuple(data.get("ops", ())),
+                    tuple(data.get("inputs", ())), tuple(data.get("outputs", ())))
 
 
 def _count(source: str, name: str, device: str) -> TaskWork:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from evaluator.task_runtime import TaskRuntime, as_outputs
+    from evaluator.guards import OpTrace
+    from evaluator.task_runtime import TaskRuntime, as_outputs, describe
 
     runtime = TaskRuntime(source, name, device)
     model = runtime.reference_model(0, 0)
     inputs = runtime.inputs(0, 0)
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
+    counter, trace = FlopCounterMode(display=False), OpTrace()
+    with torch.no_grad(), counter, trace:
         outputs = as_outputs(model(*inputs))
     tensors = [t for t in (*inputs, *outputs, *model.parameters(), *model.buffers()) if isinstance(t, torch.Tensor)]
-    return TaskWork(float(counter.get_total_flops()), sum(t.numel() * t.element_size() for t in tensors))
+    return TaskWork(float(counter.get_total_flops()), sum(t.numel() * t.element_size() for t in tensors),
+                    tuple(sorted(trace.ops)), tuple(describe(inputs)), tuple(describe(outputs)))
 
 
 def main() -> None:
@@ -70,7 +78,8 @@ def main() -> None:
         work = _count(source, name, "meta")
     except Exception:  # noqa: BLE001 - the meta device cannot run every task; the CPU can
         work = _count(source, name, "cpu")
-    print(json.dumps({"flops": work.flops, "min_bytes": work.min_bytes}))
+    print(json.dumps({"flops": work.flops, "min_bytes": work.min_bytes, "ops": list(work.ops),
+                      "inputs": list(work.inputs), "outputs": list(work.outputs)}))
 
 
 if __name__ == "__main__":

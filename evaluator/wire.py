@@ -41,7 +41,7 @@ def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict[str, Any]], l
     metas, blobs = [], []
     for t in tensors:
         t = t.detach().to("cpu").contiguous()
-        raw = t.view(torch.uint8).reshape(-1).numpy().tobytes() if t.numel() else b""
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""  # 0-d: reshape first
         metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": len(raw)})
         blobs.append(raw)
     return metas, blobs

@@ -77,6 +77,10 @@ class Worker:
             return
         path = Path(os.getcwd()) / "candidate.py"
         path.write_text(cmd["candidate_source"])
+        # load_inline calls during the import ask the driver for their build (build_stage.py); never afterwards.
+        self.guards.build_client = self._request_build if cmd.get("builds") else None
+        self.guards.build_mode = "link" if cmd.get("build_mode") == "link" else "check"
+        self.guards.collecting = bool(cmd.get("collect"))
         try:
             spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -93,6 +97,8 @@ class Worker:
                 self.ch.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
                               "log": _tail()})
             return
+        finally:
+            self.guards.build_client = None
         if self._refuse_if_tampered("while being imported"):
             return
         model_cls = getattr(module, "ModelNew", None)
@@ -102,13 +108,26 @@ class Worker:
         self.model_cls = model_cls
         self.ch.send({"status": "ready", "variants": len(self.rt.variants)})
 
+    def _request_build(self, spec: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """One load_inline call's build, asked of the driver; the reply is its verdict (and the .so bytes)."""
+        self.ch.send({"status": "build", "spec": spec})
+        return self.ch.recv()
+
     def cmd_run(self, cmd: dict[str, Any]) -> None:
         """One correctness call: fresh inputs from the seed, outputs back, and what was seen during the call."""
         rt, timer = self.rt, self.timer
         assert rt is not None and timer is not None
         variant = int(cmd["variant"])
         model = self._model(variant)
-        inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
+        probe: dict[str, Any] = {}  # the degenerate-task check (`task check`, reference only): other weights or input
+        if cmd.get("init_seed") is not None and self.role == "reference":
+            model, probe = rt.reseeded_model(variant, int(cmd["init_seed"]), model)
+        if cmd.get("fresh_input") is not None and self.role == "reference":
+            inputs, changed = rt.inputs_with_fresh(variant, int(cmd["seed"]), int(cmd["fresh_input"]),
+                                                   int(cmd["fresh_seed"]))
+            probe = {"input_changed": changed}
+        else:
+            inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
         if cmd.get("prime_seed") is not None:
             inputs = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
             if inputs is None:
@@ -132,6 +151,8 @@ class Worker:
                                   "outputs": describe(outputs)}
         if cmd.get("describe_inputs"):
             report["inputs"] = describe(inputs)
+        if probe:
+            report["probe"] = probe
         if cuda:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
         report["launches"] = self.guards.launch_total() - launches0

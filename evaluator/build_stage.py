@@ -1,0 +1,167 @@
+"""The build stage: CUDA sources recorded in the sandbox, built by the trusted builder, cached by digest.
+
+Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluator`, or a Ray CPU task):
+
+1. the driver sends the candidate worker `load` with `"builds": true`; the worker imports the candidate with the
+   load_inline hook armed (`guards.py`);
+2. each `load_inline` call with CUDA sources is turned into a `BuildSpec` in the worker and sent to the driver as
+   `{"status": "build", "spec": ...}`; the worker waits;
+3. the driver (`BuildServer.answer`) validates the spec, looks its key up in the cache or has the sandboxed builder
+   compile it (`BuildCache.get_or_build`), and replies `{"cmd": "built", "verdict": ..., "log": ...}`, with the `.so`
+   bytes for a linked build: the worker loads that copy (GPU), or raises the cached verdict (no GPU: compile_error
+   with the log, or "compiled, but no CUDA device here"); `skipped` sends the worker back to its private build;
+4. with `"collect": true` (`prebuild`, run where no GPU is held: a Ray CPU task) the worker gets a stub instead and
+   the import goes on, so every load_inline call of the candidate is built and cached before an evaluation starts.
+
+Untrusted Python never writes the cache: it sends only a spec (validated, size-limited, flags from an allow-list),
+and the builder runs no Python of the candidate's, only the compilers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import secrets
+import threading
+import time
+from typing import Any
+
+import torch
+
+from evaluator import policy
+from evaluator.build_cache import BuildCache, Verdict, toolchain
+from evaluator.candidate import Candidate
+from evaluator.config import EvalConfig
+from evaluator.connection import Refused, WorkerConnection
+from evaluator.cuda_build import BuildSpec
+from evaluator.result import Status
+from evaluator.sandbox import Zygote
+from evaluator.task import Task, TaskError
+
+MAX_BUILDS_PER_LOAD = 8
+
+
+def needs_build(source: str) -> bool:
+    """A cheap textual check: does the candidate build a C++/CUDA extension at all?"""
+    return "load_inline" in source or "cpp_extension" in source
+
+
+def build_mode(device_kind: str) -> str:
+    """check: compile only (no GPU, or a CPU build of torch); link: a loadable extension for a CUDA device."""
+    return "link" if device_kind == "cuda" else "check"
+
+
+class BuildServer:
+    """The driver's answers to one worker's build requests during one load."""
+
+    def __init__(self, cache: BuildCache | None, mode: str, isolation: str, context: str, collecting: bool = False,
+                 archs: str | None = None):
+        self.cache, self.mode, self.isolation, self.context = cache, mode, isolation, context
+        self.collecting, self.archs = collecting, archs
+        self.verdicts: list[Verdict] = []
+        self._requests = 0
+
+    def answer(self, raw_spec: Any, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self._requests += 1
+        skipped: tuple[dict[str, Any], list[torch.Tensor]] = ({"cmd": "built", "verdict": "skipped"}, [])
+        if self._requests > MAX_BUILDS_PER_LOAD:  # refused, not skipped: no private build behind the builder's back
+            return {"cmd": "built", "verdict": "refused",
+                    "log": f"a candidate may build at most {MAX_BUILDS_PER_LOAD} CUDA extensions"}, []
+        try:
+            spec = BuildSpec.from_json(raw_spec)
+        except ValueError as exc:
+            return {"cmd": "built", "verdict": "refused", "log": f"load_inline cannot build this: {exc}"}, []
+        if self.cache is None:
+            return skipped
+        if self.mode == "link" and not self.collecting and not _device_covered(self.archs):
+            return skipped  # the targets do not include this GPU: torch's own build picks its architecture
+        tc = toolchain(self.mode, self.archs)
+        if tc is None:
+            return skipped
+        verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
+                                          context=self.context)
+        self.verdicts.append(verdict)
+        header = {"cmd": "built", "verdict": verdict.status, "log": verdict.log, "key": verdict.key,
+                  "cached": verdict.cached}
+        blobs: list[torch.Tensor] = []
+        if verdict.status == "linked" and not self.collecting and verdict.artifact is not None:
+            blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
+        return header, blobs
+
+
+def _device_covered(archs: str | None) -> bool:
+    """Whether this process's GPU is among the build's targets (GPU path: verified only on CPU machines so far)."""
+    from evaluator.cuda_build import default_archs
+    major, minor = torch.cuda.get_device_capability()
+    targets = [a.strip() for a in (archs or default_archs()).replace(",", ";").replace(" ", ";").split(";") if a]
+    if f"{major}.{minor}" in [t.removesuffix("+PTX") for t in targets]:
+        return True
+    return any(t.endswith("+PTX") and float(t.removesuffix("+PTX")) <= major + minor / 10 for t in targets
+               if t.removesuffix("+PTX").replace(".", "").isdigit())
+
+
+def load_candidate(conn: WorkerConnection, load: dict[str, Any], timeout_s: float, doing: str,
+                   server: BuildServer) -> dict[str, Any]:
+    """Sends `load` and answers the worker's build requests until its final reply; one deadline for all of it."""
+    deadline = time.monotonic() + timeout_s
+    reply, _ = conn.request({**load, "builds": True, "build_mode": server.mode}, timeout_s, doing)
+    while reply.get("status") == "build":
+        header, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0))
+        if header["verdict"] == "timeout":
+            raise Refused(Status.TIMEOUT, f"the candidate's CUDA build did not finish within {timeout_s:g} s "
+                                          f"({header.get('log') or 'compiler timeout'})")
+        try:
+            conn.channel.send(header, blobs)
+        except OSError:
+            raise Refused(Status.CRASHED, "the candidate process died while its CUDA sources were built") from None
+        reply, _ = conn.recv(max(deadline - time.monotonic(), 0.001), doing)
+    return reply
+
+
+_collectors: dict[tuple[str, str], Zygote] = {}
+_collectors_lock = threading.Lock()
+
+
+def _collector(isolation: str, hidden: str) -> Zygote:
+    with _collectors_lock:
+        key = (isolation, hidden)
+        if key not in _collectors:
+            if not _collectors:
+                atexit.register(_close_collectors)
+            _collectors[key] = Zygote("cpu", "candidate", isolation, hidden=(hidden,))
+        return _collectors[key]
+
+
+def _close_collectors() -> None:
+    with _collectors_lock:
+        for zygote in _collectors.values():
+            zygote.close()
+        _collectors.clear()
+
+
+def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "check",
+             cache_location: str | None = None, archs: str | None = None) -> list[dict[str, Any]]:
+    """Records the candidate's load_inline calls in a sandboxed CPU worker and builds each into the cache; returns
+    one summary per build (key, verdict, whether it was cached already). Never raises for the candidate's problems:
+    an evaluation that finds no cached build builds privately as before."""
+    cache = BuildCache.open(cache_location)
+    if cache is None or not needs_build(candidate.source):
+        return []
+    try:
+        if policy.check_source(candidate.source, allow_torch=cfg.allow_torch):
+            return []  # the evaluation refuses it before any import
+    except SyntaxError:
+        return []
+    server = BuildServer(cache, mode, cfg.sandbox, "prebuild", collecting=True, archs=archs)
+    zygote = _collector(cfg.sandbox, str(cache.root))
+    nonce = secrets.token_hex(16)
+    handle = zygote.spawn(nonce, cfg.memory_limit_bytes, int(cfg.compile_timeout_s) + 60)
+    conn = WorkerConnection(zygote, handle, nonce, "candidate", task.label)
+    load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": "cpu", "init_seeds": [0],
+            "candidate_source": candidate.source, "collect": True}
+    try:
+        load_candidate(conn, load, cfg.compile_timeout_s, "recording the candidate's CUDA builds", server)
+    except (Refused, TaskError):
+        pass
+    finally:
+        conn.close()
+    return [{"key": v.key, "verdict": v.status, "cached": v.cached} for v in server.verdicts]
