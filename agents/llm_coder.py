@@ -44,7 +44,8 @@ class LLMCoder:
     async def crossover(self, task: Task, parent: Scored, inspirations: Sequence[Scored]) -> Candidate | None:
         prompt = render("coder_crossover", **self._common(task), parent_source=parent.source,
                         parent_speedup=parent.speedup,
-                        inspirations=[{"source": s.source, "speedup": s.speedup} for s in inspirations])
+                        inspirations=[{"source": s.source, "speedup": s.speedup, "task": s.task_name}
+                                      for s in inspirations])
         parents = (parent.digest, *(s.digest for s in inspirations))
         return await self._write("coder:crossover", prompt, parent.source, parents,
                                  f"crossover with {len(inspirations)}")

@@ -22,6 +22,7 @@ from evaluator.task import Task
 class Scored:
     candidate: Candidate
     result: EvalResult | None = None  # None: not measured yet
+    task_name: str | None = None      # set when the kernel was written for another (related) task: the archive
 
     @property
     def digest(self) -> str:

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchmarks import list_suites, seed_for, suite_tasks
+from benchmarks import kernelbench, list_suites, seed_for, suite_tasks
 from evaluator import Candidate, CandidateFileError, EvalConfig, EvalResult, Task, TaskError, load_candidate, load_task
 from evaluator.pool import Runner
-from evaluator.task_work import task_work
+from opforge import archive
 from opforge.coders import make_proposer
 from opforge.display import format_speedup
-from opforge.search import Budget, Progress, Search, SearchError, eval_config_from, start_run
+from opforge.search import Budget, Progress, Search, SearchError, ensure_task_work, eval_config_from, start_run
 from opforge.strategy import StrategyConfig
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
 
@@ -37,21 +37,23 @@ class BenchTask:
 
 
 def agent_label(config: Mapping[str, Any]) -> str:
-    """A short name for an agent configuration: "tune", "llm:MODEL", "llm:MODEL+judge:J", "...:cuda"."""
+    """A short name for an agent configuration: "tune", "llm:MODEL", "llm:MODEL+judge:J", "...:cuda", and
+    "+archive" when it may draw on earlier runs' kernels (its score is then not its own alone)."""
+    archive_mark = "+archive" if config.get("use_archive") else ""
     if config.get("coder", "tune") != "llm":
-        return "tune"
+        return "tune" + archive_mark
     llm = config.get("llm", {})
     label = f"llm:{llm.get('model')}"
     judge = llm.get("judge_model")
     label += "+nojudge" if not judge else ("" if judge == llm.get("model") else f"+judge:{judge}")
-    return label + (":cuda" if llm.get("backend") == "cuda" else "")
+    return label + (":cuda" if llm.get("backend") == "cuda" else "") + archive_mark
 
 
 def bench_tasks(suite: str, pattern: str | None = None) -> list[BenchTask]:
     """The suite's tasks (a built-in name, a folder, or a KernelBench checkout with level folders), filtered by a
     shell pattern on their labels or names (`soft*`, `level1/*`, `*matmul*`)."""
     if suite in list_suites():
-        tasks = [BenchTask(p, f"{suite}/{p.stem}") for p in suite_tasks(suite)]
+        tasks = [BenchTask(p, f"{p.parent.name}/{p.stem}") for p in suite_tasks(suite)]  # "all" spans folders
     else:
         tasks = _folder_tasks(Path(suite).expanduser())
     if pattern:
@@ -62,23 +64,10 @@ def bench_tasks(suite: str, pattern: str | None = None) -> list[BenchTask]:
 
 
 def _folder_tasks(folder: Path) -> list[BenchTask]:
-    if not folder.is_dir():
+    if not folder.exists():
         raise ValueError(f"{folder!s} is neither a built-in suite ({', '.join(list_suites())}) nor a folder of task "
                          "files.")
-    levels = sorted((d for d in folder.iterdir() if d.is_dir() and d.name.startswith("level")),
-                    key=lambda d: (len(d.name), d.name))
-    if not levels and (folder / "KernelBench").is_dir():
-        return _folder_tasks(folder / "KernelBench")
-    if levels:
-        return [BenchTask(p, f"{d.name}/{p.stem}") for d in levels for p in _problems(d)]
-    return [BenchTask(p, p.stem) for p in _problems(folder)]
-
-
-def _problems(folder: Path) -> list[Path]:
-    try:
-        return [p for p in suite_tasks(folder) if "class Model" in p.read_text(encoding="utf-8", errors="replace")]
-    except ValueError:
-        return []
+    return [BenchTask(p.path, p.label) for p in kernelbench.problems(folder)]
 
 
 class RunnerShare:
@@ -167,11 +156,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
     def one(t: BenchTask, state: TaskState) -> None:
         try:
             task = load_task(t.path)
-            record = store.add_task(task)
-            if record.flops is None:
-                work = task_work(task)
-                if work is not None:
-                    store.set_task_work(record.id, work.flops, work.min_bytes)
+            record = ensure_task_work(store, store.add_task(task), task)
             run = existing.get(record.id)
             if run is None:
                 run = _start(store, bench, task, t.path)
@@ -189,6 +174,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
                                            seed=int(run.config.get("seed", 0)) + run.evaluated),
                             oversample=proposing.oversample, spend=proposing.spend,
                             extra_per_request=proposing.extra_per_request,
+                            archive_inspirations=archive.inspirations_of(store, run.config.get("archive")),
                             on_progress=lambda p: printer.update(state, p))
             outcome = search.run()
             state.status, state.note = outcome.status.value, outcome.stop_reason
@@ -216,7 +202,8 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
 
 
 def _start(store: Store, bench: BenchRecord, task: Task, path: Path) -> RunRecord:
-    config = {k: v for k, v in bench.config.items() if k not in ("tasks", "budget_per_task", "max_usd", "max_tokens")}
+    config = {k: v for k, v in bench.config.items()
+              if k not in ("tasks", "budget_per_task", "max_usd", "max_tokens", "use_archive", "device")}
     budget = Budget(int(bench.config["budget_per_task"]), usd=bench.config.get("max_usd"),
                     tokens=bench.config.get("max_tokens"))
     seed: Candidate | None = None
@@ -224,7 +211,8 @@ def _start(store: Store, bench: BenchRecord, task: Task, path: Path) -> RunRecor
     seed_path = seed_for(path)
     if seed_path is not None and not from_scratch:
         seed = load_candidate(seed_path, origin="seed")
-    run = start_run(store, task, seed, config, budget, bench_id=bench.id)
+    run = start_run(store, task, seed, config, budget, bench_id=bench.id,
+                    use_archive=bool(bench.config.get("use_archive", False)), device=bench.config.get("device"))
     if seed is None and config.get("coder") != "llm":
         store.set_run_status(run.id, RunStatus.FAILED)
         raise SearchError(f"{task.label} has no seed kernel, and the offline tuner cannot write one (use --coder llm).")

@@ -9,8 +9,8 @@ import sys
 from opforge import __version__
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.
-COMMAND_MODULES = ("eval", "task", "optimize", "bench", "leaderboard", "report", "export", "submit", "jobs", "cancel",
-                   "worker", "serve", "runs", "db")
+COMMAND_MODULES = ("eval", "task", "optimize", "bench", "leaderboard", "report", "export", "dataset", "submit", "jobs",
+                   "cancel", "worker", "serve", "runs", "db")
 
 
 class UsageError(Exception):

@@ -55,6 +55,7 @@ class LeaderboardRow:
     usd: float
     tokens: int
     gpu_s: float
+    archive: bool = False           # the bench could draw on earlier runs' kernels
     tasks: tuple[TaskScore, ...] = field(default=(), repr=False)
 
     @property
@@ -128,7 +129,8 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
                           correct=len(ok), fast_p=fast, geomean_speedup=geomean,
                           mean_energy_ratio=sum(energies) / len(energies) if energies else None,
                           mean_memory_ratio=sum(memories) / len(memories) if memories else None,
-                          usd=usd, tokens=tokens, gpu_s=gpu_s, tasks=tasks)
+                          usd=usd, tokens=tokens, gpu_s=gpu_s, archive=bool(bench.config.get("use_archive")),
+                          tasks=tasks)
 
 
 def leaderboard(store: Store, suite: str | None = None) -> list[LeaderboardRow]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -38,9 +39,12 @@ class Proposal:
 class ProposalThread:
     """Runs a proposer's coroutines on a private event loop in a daemon thread."""
 
-    def __init__(self, proposer: Proposer, task: Task, oversample: int = 1) -> None:
+    def __init__(self, proposer: Proposer, task: Task, oversample: int = 1, extra_inspirations: Sequence[Scored] = ()
+                 ) -> None:
         self.proposer, self.task = proposer, task
         self.oversample = max(1, oversample)  # ask for more than needed where duplicates are likely (the tuner)
+        self.extra = tuple(extra_inspirations)  # related tasks' kernels from the archive: one joins each request
+        self._next_extra = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="opforge-proposer", daemon=True)
         self._thread.start()
@@ -55,8 +59,11 @@ class ProposalThread:
     async def _one(self, request: Request) -> Proposal:
         try:
             parents = [] if request.parent is None else [scored(request.parent)]
-            found = await self.proposer.propose(self.task, parents, [scored(m) for m in request.inspirations],
-                                                request.n * self.oversample)
+            inspirations = [scored(m) for m in request.inspirations]
+            if self.extra and parents:
+                inspirations.append(self.extra[self._next_extra % len(self.extra)])
+                self._next_extra += 1
+            found = await self.proposer.propose(self.task, parents, inspirations, request.n * self.oversample)
         except Exception as exc:  # noqa: BLE001 - a proposer's failure is reported, never fatal to the loop
             return Proposal(request, (), f"{exc.__class__.__name__}: {exc}")
         return Proposal(request, tuple(found))

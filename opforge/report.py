@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opforge.display import format_bytes, format_speedup
@@ -75,6 +75,20 @@ class RunReport:
     lineage: tuple[Member, ...]          # from the seed to the best
     by_status: Mapping[str, int]
     cost: RunCost
+    archive: Mapping[str, Any] = field(default_factory=dict)  # what the archive offered (the run's configuration)
+    drew_on_archive: tuple[tuple[Member, str], ...] = ()       # candidates that came from it, and how
+
+    def archive_lines(self) -> list[str]:
+        if not self.archive.get("enabled"):
+            return ["archive: not used"]
+        seeds = ", ".join(f"#{s['candidate_id']} ({s['task']}, run {s['run_id']}, {format_speedup(s['speedup'])})"
+                          for s in self.archive.get("seeds", [])) or "none"
+        related = ", ".join(f"#{s['candidate_id']} ({s['task']}, similarity {s['similarity']:.2f})"
+                            for s in self.archive.get("inspirations", [])) or "none"
+        lines = [f"archive: seeds {seeds}; related kernels offered to the coder {related}"]
+        for m, how in self.drew_on_archive:
+            lines.append(f"  #{m.candidate_id} {format_speedup(m.speedup)} {m.status or 'pending'}: {how}")
+        return lines
 
     @property
     def winner(self) -> Member | None:
@@ -86,7 +100,9 @@ class RunReport:
                 "budget": dict(r.budget), "config": dict(r.config), "gpu_s": r.gpu_s,
                 "created_at": r.created_at.isoformat(), "by_status": dict(self.by_status),
                 "best": [member_json(m) for m in self.best], "pareto": [member_json(m) for m in self.pareto],
-                "lineage": [member_json(m) for m in self.lineage], "cost": self.cost.to_json()}
+                "lineage": [member_json(m) for m in self.lineage], "cost": self.cost.to_json(),
+                "archive": dict(self.archive),
+                "drew_on_archive": [{"candidate_id": m.candidate_id, "how": how} for m, how in self.drew_on_archive]}
 
     def text(self) -> str:
         r = self.run
@@ -95,6 +111,7 @@ class RunReport:
                  f"evaluation time {r.gpu_s:.0f} s  created {r.created_at:%Y-%m-%d %H:%M}",
                  f"  results: {', '.join(f'{n} {s}' for s, n in sorted(self.by_status.items())) or 'none yet'}"]
         lines += ["  " + line for line in self.cost.text()]
+        lines += ["  " + line for line in self.archive_lines()]
         if not self.best:
             lines.append("  no correct candidate yet")
             return "\n".join(lines)
@@ -153,7 +170,29 @@ def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
     cost = RunCost(usd=run.cost_usd, tokens_in=run.tokens_in, tokens_out=run.tokens_out, gpu_s=run.gpu_s,
                    wall_s=run.wall_s, accepted=len(correct), usage=tuple(store.llm_usage(run_id)),
                    best_calls=tuple(best_calls))
+    offered = dict(run.config.get("archive") or {})
     return RunReport(run=run, task_name=task.name, done=run_done(store, run_id),
                      budget=int(budget) if budget is not None else None, best=tuple(correct[:top_n]),
                      pareto=tuple(pareto_front(correct)), lineage=tuple(reversed(lineage)),
-                     by_status=dict(Counter(str(m.status) for m in members if not m.pending)), cost=cost)
+                     by_status=dict(Counter(str(m.status) for m in members if not m.pending)), cost=cost,
+                     archive=offered, drew_on_archive=tuple(_drew_on_archive(members, offered)))
+
+
+def _drew_on_archive(members: list[Member], offered: Mapping[str, Any]) -> list[tuple[Member, str]]:
+    """The run's candidates that are archived kernels (seeds) or were written with an archived kernel in view."""
+    seeds = {s["digest"]: s for s in offered.get("seeds", [])}
+    related = {s["digest"]: s for s in offered.get("inspirations", [])}
+    out = []
+    for m in members:
+        if m.digest in seeds:
+            s = seeds[m.digest]
+            out.append((m, f"an archived kernel of this task (run {s['run_id']}), seeded into generation 0"))
+            continue
+        from_seed = [seeds[d] for d in m.candidate.parents if d in seeds]
+        used = [related[d] for d in m.candidate.parents if d in related]
+        if from_seed:
+            out.append((m, f"a child of the archived #{from_seed[0]['candidate_id']} ({m.candidate.origin})"))
+        elif used:
+            out.append((m, "written with " + ", ".join(f"#{u['candidate_id']} ({u['task']})" for u in used)
+                        + " from the archive in view"))
+    return out

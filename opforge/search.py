@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agents.proposal import Scored
 from agents.spend import Spend
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.pool import Runner
 from evaluator.result import EvalResult
 from evaluator.task import Task
+from evaluator.task_work import task_work
+from opforge import archive
 from opforge.population import Member, member_from_result, member_from_scored
 from opforge.proposals import Proposal, ProposalThread, Proposer
 from opforge.strategy import EvolutionStrategy, StrategyConfig
-from store import CandidateRecord, RunRecord, RunStatus, Store
+from store import CandidateRecord, RunRecord, RunStatus, Store, TaskRecord
 
 TICK_S = 0.5                    # progress refresh while waiting
 MAX_EMPTY_ROUNDS = 5            # proposal rounds with nothing new before waiting for fresh results
@@ -89,15 +92,36 @@ class RunOutcome:
 
 
 def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[str, Any], budget: Budget,
-              bench_id: int | None = None) -> RunRecord:
+              bench_id: int | None = None, use_archive: bool = False, device: str | None = None) -> RunRecord:
     """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
-    first round writes kernels from the reference."""
+    first round writes kernels from the reference. With `use_archive`, the task's fastest earlier kernels join
+    generation 0 and related tasks' kernels are noted as inspirations (see `opforge.archive`)."""
     task_record = store.add_task(task)
+    offer = None
+    if use_archive:
+        task_record = ensure_task_work(store, task_record, task)
+        offer = archive.find(store, task_record, device)
+    config = {**config, "archive": offer.to_json() if offer else {"enabled": False}}
     run = store.create_run(task_record.id, config, budget.to_json(), bench_id=bench_id)
-    if seed is not None:
-        record, _ = store.add_candidate(run.id, task_record.id, seed, generation=0, island=0)
-        store.enqueue(run.id, record.id)
+    seeds = ([seed] if seed is not None else []) + (archive.seed_candidates(offer) if offer else [])
+    ids: list[int] = []
+    for i, candidate in enumerate(seeds):
+        record, _ = store.add_candidate(run.id, task_record.id, candidate, generation=0, island=i)
+        if record.id not in ids:
+            ids.append(record.id)
+    if ids:
+        store.enqueue(run.id, ids)
     return run
+
+
+def ensure_task_work(store: Store, record: TaskRecord, task: Task) -> TaskRecord:
+    """The task's record with its work and compute ops counted (once per task and store)."""
+    if record.ops is not None and record.flops is not None:
+        return record
+    work = task_work(task)
+    if work is None:
+        return record
+    return store.set_task_work(record.id, work.flops, work.min_bytes, work.ops)
 
 
 def eval_config_json(cfg: EvalConfig) -> dict[str, Any]:
@@ -113,15 +137,21 @@ class Search:
     def __init__(self, store: Store, run_id: int, task: Task, proposer: Proposer, runner: Runner,
                  eval_cfg: EvalConfig, budget: Budget, strategy_config: StrategyConfig = StrategyConfig(),
                  oversample: int = 1, on_progress: Callable[[Progress], None] | None = None,
-                 spend: Spend | None = None, extra_per_request: int = 0) -> None:
+                 spend: Spend | None = None, extra_per_request: int = 0,
+                 archive_inspirations: Sequence[Scored] = (),
+                 should_stop: Callable[[], str | None] | None = None) -> None:
         """`oversample`: ask the proposer for that many times the children wanted (it repeats itself); `spend`: the
         LLM spend shared with the proposer, checked against the budget's dollars and tokens; `extra_per_request`:
-        cheap variants the proposer may add to each request's children (the tuner's sweep after an LLM child)."""
+        cheap variants the proposer may add to each request's children (the tuner's sweep after an LLM child);
+        `should_stop`: asked at every turn of the loop (keep it cheap), a reason to stop cleanly (no new work, the
+        evaluations in flight recorded) and mark the run interrupted, e.g. its job was cancelled."""
         self.store, self.run_id, self.task = store, run_id, task
         self.proposer, self.runner, self.eval_cfg, self.budget = proposer, runner, eval_cfg, budget
         self.strategy_config, self.oversample = strategy_config, oversample
         self.spend, self.extra_per_request = spend, extra_per_request
+        self.archive_inspirations = tuple(archive_inspirations)
         self.on_progress = on_progress
+        self.should_stop = should_stop
         self.by_status: Counter[str] = Counter()
         self.done = self.queued = 0
         self.gpu_s = 0.0
@@ -152,7 +182,7 @@ class Search:
         self._started = self._wall_mark = time.monotonic()
         strategy = self._rebuild()
         self.store.set_run_status(self.run_id, RunStatus.RUNNING)
-        proposals = ProposalThread(self.proposer, self.task, self.oversample)
+        proposals = ProposalThread(self.proposer, self.task, self.oversample, self.archive_inspirations)
         pending: Future[list[Proposal]] | None = None
         stop: str | None = None
         status = RunStatus.DONE
@@ -161,6 +191,8 @@ class Search:
         try:
             while True:
                 stop = stop or self._budget_spent()
+                if stop is None and self.should_stop is not None and (asked := self.should_stop()):
+                    stop, status = asked, RunStatus.INTERRUPTED
                 if stop is None:
                     self._submit_queued()
                     room = self.budget.max_candidates - self.done - len(self.inflight) - self.queued

@@ -11,9 +11,12 @@ from __future__ import annotations
 from store.engine import DEFAULT_URL, ENV_VAR, check_reachable, make_engine, resolve_url
 from store.errors import StoreError
 from store.records import (
+    ArchiveEntry,
     BenchRecord,
     CandidateRecord,
     EvaluationRecord,
+    JobRecord,
+    JobState,
     LLMCallRecord,
     LLMUsage,
     QueueState,
@@ -44,7 +47,7 @@ def get_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
+    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "JobRecord", "JobState", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
     "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "get_store", "head_revision",
     "upgrade",
 ]

@@ -13,12 +13,14 @@ from store.records import (
     BenchRecord,
     CandidateRecord,
     EvaluationRecord,
+    JobRecord,
+    JobState,
     LLMCallRecord,
     RunRecord,
     RunStatus,
     TaskRecord,
 )
-from store.rows import BenchRow, CandidateRow, EvaluationRow, LLMCallRow, RunRow, TaskRow
+from store.rows import BenchRow, CandidateRow, EvaluationRow, JobRow, LLMCallRow, RunRow, TaskRow
 
 
 def aware(ts: datetime) -> datetime:
@@ -28,7 +30,7 @@ def aware(ts: datetime) -> datetime:
 
 def task_record(row: TaskRow) -> TaskRecord:
     return TaskRecord(row.id, row.name, row.source, row.digest, row.path, aware(row.created_at), row.flops,
-                      row.min_bytes)
+                      row.min_bytes, None if row.ops is None else tuple(row.ops))
 
 
 def bench_record(row: BenchRow) -> BenchRecord:
@@ -54,6 +56,30 @@ def run_record(row: RunRow) -> RunRecord:
         updated_at=aware(row.updated_at),
     )
 
+
+
+def _maybe_aware(ts: datetime | None) -> datetime | None:
+    return None if ts is None else aware(ts)
+
+
+def job_record(row: JobRow) -> JobRecord:
+    return JobRecord(
+        id=row.id,
+        task_id=row.task_id,
+        run_id=row.run_id,
+        state=JobState(row.state),
+        priority=row.priority,
+        config=MappingProxyType(dict(row.config)),
+        worker=row.worker,
+        lease_expires_at=_maybe_aware(row.lease_expires_at),
+        heartbeat_at=_maybe_aware(row.heartbeat_at),
+        attempts=row.attempts or 0,
+        error=row.error or "",
+        created_at=aware(row.created_at),
+        started_at=_maybe_aware(row.started_at),
+        finished_at=_maybe_aware(row.finished_at),
+        updated_at=aware(row.updated_at),
+    )
 
 CANDIDATE_COLUMNS = tuple(CandidateRow.__table__.c[name] for name in (
     "id", "task_id", "run_id", "source", "digest", "parents", "generation", "island", "origin", "note", "created_at"))

@@ -11,9 +11,23 @@ from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session
 
 from evaluator.result import Status
-from store.codec import CANDIDATE_COLUMNS, EVALUATION_COLUMNS, candidate_from_values, evaluation_from_values
-from store.records import CandidateRecord, EvaluationRecord, LLMUsage, RunTotals, ScoredCandidate
-from store.rows import CandidateRow, EvaluationRow, LLMCallRow, QueueItemRow, RunRow
+from store.codec import (
+    CANDIDATE_COLUMNS,
+    EVALUATION_COLUMNS,
+    candidate_from_values,
+    evaluation_from_values,
+    task_record,
+)
+from store.records import (
+    ArchiveEntry,
+    CandidateRecord,
+    EvaluationRecord,
+    LLMUsage,
+    RunTotals,
+    ScoredCandidate,
+    TaskRecord,
+)
+from store.rows import CandidateRow, EvaluationRow, LLMCallRow, QueueItemRow, RunRow, TaskRow
 
 C = CandidateRow.__table__
 E = EvaluationRow.__table__
@@ -111,3 +125,40 @@ def llm_usage(session: Session, run_id: int) -> list[LLMUsage]:
         a[4] += float(cost or 0.0)
         a[5] += float(latency or 0.0)
     return [LLMUsage(role, a[0], dict(sorted(a[1].items())), a[2], a[3], a[4], a[5]) for role, a in sorted(acc.items())]
+
+
+def archive(session: Session, device: str | None, exclude_run_id: int | None) -> list[ArchiveEntry]:
+    """Each task's fastest correct evaluation (optionally on one device name, not measured by one run)."""
+    stmt = select(E.c.id, E.c.task_id, E.c.candidate_id, E.c.speedup).where(E.c.status == Status.OK.value,
+                                                                             E.c.speedup.is_not(None))
+    if device is not None:
+        stmt = stmt.where(E.c.device_name == device)
+    if exclude_run_id is not None:
+        stmt = stmt.where((E.c.run_id != exclude_run_id) | E.c.run_id.is_(None))
+    best: dict[int, tuple[float, int, int]] = {}
+    for eid, task_id, cid, speedup in session.execute(stmt):
+        if task_id not in best or speedup > best[task_id][0]:
+            best[task_id] = (speedup, eid, cid)
+    if not best:
+        return []
+    candidates = candidates_by_id(session, [cid for _, _, cid in best.values()])
+    evaluations = {ev.id: ev for ev in map(evaluation_from_values, session.execute(
+        select(*EVALUATION_COLUMNS).where(E.c.id.in_([eid for _, eid, _ in best.values()]))))}
+    tasks = {row.id: task_record(row) for row in session.scalars(select(TaskRow).where(TaskRow.id.in_(list(best))))}
+    return [ArchiveEntry(tasks[tid], candidates[cid], evaluations[eid])
+            for tid, (_, eid, cid) in sorted(best.items())]
+
+
+def evaluations_of(session: Session, candidate_id: int) -> list[EvaluationRecord]:
+    rows = session.execute(select(*EVALUATION_COLUMNS).where(E.c.candidate_id == candidate_id).order_by(E.c.id))
+    return [evaluation_from_values(r) for r in rows]
+
+
+def unverified(session: Session, origin: str) -> list[tuple[TaskRecord, CandidateRecord]]:
+    measured = select(E.c.candidate_id)
+    rows = session.execute(select(*CANDIDATE_COLUMNS).where(C.c.origin == origin, C.c.id.not_in(measured))
+                           .order_by(C.c.id)).all()
+    found = [candidate_from_values(r) for r in rows]
+    tasks = {row.id: task_record(row) for row in session.scalars(
+        select(TaskRow).where(TaskRow.id.in_({c.task_id for c in found})))} if found else {}
+    return [(tasks[c.task_id], c) for c in found]

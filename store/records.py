@@ -28,6 +28,20 @@ class QueueState(StrEnum):
     DONE = "done"
 
 
+class JobState(StrEnum):
+    """queued -> running -> done | failed; queued or running -> cancelled; running -> queued when released."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     id: int
@@ -38,6 +52,7 @@ class TaskRecord:
     created_at: datetime
     flops: float | None = None
     min_bytes: int | None = None
+    ops: tuple[str, ...] | None = None  # None: not counted yet
 
     @property
     def task(self) -> Task:
@@ -164,3 +179,41 @@ class BenchRecord:
     status: RunStatus
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveEntry:
+    """A task's fastest correct kernel in the store (on one device name, if asked): the archive's unit."""
+
+    task: TaskRecord
+    candidate: CandidateRecord
+    evaluation: EvaluationRecord
+
+    @property
+    def speedup(self) -> float | None:
+        return self.evaluation.speedup
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job of the work queue: the run it drives, who holds it and until when (see store/jobs.py)."""
+
+    id: int
+    task_id: int
+    run_id: int
+    state: JobState
+    priority: int
+    config: Mapping[str, Any]
+    worker: str | None            # the worker holding it (running), else the last one that did
+    lease_expires_at: datetime | None
+    heartbeat_at: datetime | None
+    attempts: int                 # times claimed, take-overs included
+    error: str                    # why it failed ("" otherwise)
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+    def held_by(self, worker: str) -> bool:
+        """Whether `worker` still holds the job (as of this record; the lease may have run out since)."""
+        return self.state is JobState.RUNNING and self.worker == worker

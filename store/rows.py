@@ -58,6 +58,7 @@ class TaskRow(Base):
     path: Mapped[str | None] = mapped_column(Text)
     flops: Mapped[float | None] = mapped_column(Float)        # least work of one reference call (None: not counted)
     min_bytes: Mapped[int | None] = mapped_column(BigInteger)  # inputs, outputs and weights: bytes moved at least
+    ops: Mapped[list[Any] | None]                               # the reference's compute ops, sorted
     created_at: Mapped[datetime] = _created()
 
 
@@ -201,20 +202,30 @@ class LLMCallRow(Base):
 
 
 class JobRow(Base):
-    """A unit of work for a pool of workers (later): a worker leases it and keeps the lease alive by heartbeats."""
+    """A run waiting for, or driven by, one of a pool of workers: queued -> running -> done | failed | cancelled.
+
+    A worker holds a running job while `lease_expires_at` is in the future and renews it by heartbeats; a job whose
+    lease expired is claimed again (take-over) and its run resumes from the store. See store/jobs.py.
+    """
 
     __tablename__ = "jobs"
     __table_args__ = (
         Index("ix_jobs_claim", "state", "priority", "id"),
-        CheckConstraint("state IN ('queued', 'leased', 'done', 'failed')", name="state"),
+        CheckConstraint("state IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="state"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), unique=True)  # the run the job drives
     config: Mapped[dict[str, Any]]
     state: Mapped[str] = mapped_column(String(16), default="queued")
     priority: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(255))
+    worker: Mapped[str | None] = mapped_column(String(255))   # the holder (running), or the last one
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # claims, take-overs included
+    error: Mapped[str] = mapped_column(Text, default="", server_default="")      # why it failed, one sentence
     created_at: Mapped[datetime] = _created()
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))   # first claimed
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # done, failed or cancelled
+    updated_at: Mapped[datetime] = _created()

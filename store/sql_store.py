@@ -16,6 +16,7 @@ from store.dialect import insert
 from store.engine import display, session_scope
 from store.errors import StoreError
 from store.records import (
+    ArchiveEntry,
     BenchRecord,
     CandidateRecord,
     EvaluationRecord,
@@ -28,6 +29,10 @@ from store.records import (
     TaskRecord,
 )
 from store.rows import BenchRow, CandidateRow, LLMCallRow, RunRow, TaskRow, utcnow
+from store import jobs as job_queue  # the work queue's SQL (`opforge worker`)
+from store.codec import job_record
+from store.records import JobRecord, JobState
+from store.rows import JobRow
 
 _CHUNK = 1000
 
@@ -77,11 +82,14 @@ class Store:
             return task_record(self._get(s, TaskRow, task_id, "task"))
 
     # --- runs ----------------------------------------------------------------------------------------------------
-    def set_task_work(self, task_id: int, flops: float | None, min_bytes: int | None) -> TaskRecord:
-        """Record the least work one reference call does (for the leaderboard's roofline floor)."""
+    def set_task_work(self, task_id: int, flops: float | None, min_bytes: int | None,
+                      ops: Sequence[str] | None = None) -> TaskRecord:
+        """Record the least work one reference call does (the leaderboard's roofline floor) and its compute ops."""
         with self._session(write=True) as s:
             row = self._get(s, TaskRow, task_id, "task")
             row.flops, row.min_bytes = flops, min_bytes
+            if ops is not None:
+                row.ops = sorted(ops)
             s.flush()
             return task_record(row)
 
@@ -241,6 +249,22 @@ class Store:
             self._get(s, RunRow, run_id, "run")
             return queries.history(s, run_id, device)
 
+    def unverified(self, origin: str = "import") -> list[tuple[TaskRecord, CandidateRecord]]:
+        """Candidates of this origin that no evaluator of this store has measured yet, with their tasks."""
+        with self._session() as s:
+            return queries.unverified(s, origin)
+
+    def evaluations_of(self, candidate_id: int) -> list[EvaluationRecord]:
+        """A candidate's verdicts, one per device it was measured on."""
+        with self._session() as s:
+            return queries.evaluations_of(s, candidate_id)
+
+    def archive(self, device: str | None = None, exclude_run_id: int | None = None) -> list[ArchiveEntry]:
+        """Every task's fastest correct kernel in the store, on one device name if given, not counting one run's
+        own measurements (a run drawing on the archive should not find itself)."""
+        with self._session() as s:
+            return queries.archive(s, device, exclude_run_id)
+
     def top_k(self, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
         """The task's k fastest correct candidates across runs, by speedup, optionally on one device name."""
         with self._session() as s:
@@ -286,3 +310,74 @@ class Store:
         with self._session() as s:
             self._get(s, RunRow, run_id, "run")
             return queries.llm_usage(s, run_id)
+
+    # --- jobs: the work queue of `opforge worker` (SQL and state diagram in store/jobs.py) -----------------------
+    def submit_job(self, run_id: int, config: Mapping[str, Any] | None = None, priority: int = 0) -> JobRecord:
+        """Queue a job that drives the run (created beforehand, e.g. by `opforge.search.start_run`)."""
+        with self._session(write=True) as s:
+            run = self._get(s, RunRow, run_id, "run")
+            taken = s.execute(select(JobRow.id).where(JobRow.run_id == run_id)).scalar()
+            if taken is not None:
+                raise StoreError(f"Run {run_id} in {self.url} already belongs to job {taken}; submit a new run.")
+            return job_record(job_queue.create(s, run.task_id, run_id, config or {}, priority))
+
+    def get_job(self, job_id: int) -> JobRecord:
+        with self._session() as s:
+            return job_record(self._get(s, JobRow, job_id, "job"))
+
+    def list_jobs(self, states: Sequence[JobState | str] | None = None) -> list[JobRecord]:
+        """Jobs oldest first, optionally only those in the given states."""
+        with self._session() as s:
+            stmt = select(JobRow).order_by(JobRow.id)
+            if states is not None:
+                stmt = stmt.where(JobRow.state.in_([JobState(x).value for x in states]))
+            return [job_record(r) for r in s.scalars(stmt)]
+
+    def claim_job(self, worker: str, lease_s: float, max_attempts: int = 3) -> JobRecord | None:
+        """Atomically take the next job (highest priority, then oldest; expired leases included) for `worker`,
+        holding it for `lease_s` seconds; None when there is nothing to do. No two callers ever get one job."""
+        _check_lease(lease_s)
+        with self._session(write=True) as s:
+            job_id = job_queue.claim(s, worker, lease_s, max_attempts)
+            return None if job_id is None else job_record(job_queue.row(s, job_id))
+
+    def heartbeat_job(self, job_id: int, worker: str, lease_s: float) -> JobRecord:
+        """Renew `worker`'s lease for `lease_s` seconds from now, if it still holds the job; returns the job as it
+        is, so the worker sees a cancel (state cancelled) or a lost lease (`not job.held_by(worker)`)."""
+        _check_lease(lease_s)
+        with self._session(write=True) as s:
+            job_queue.heartbeat(s, job_id, worker, lease_s)
+            return self._job_row(s, job_id)
+
+    def finish_job(self, job_id: int, worker: str, state: JobState | str, error: str = "") -> JobRecord:
+        """Mark the job done or failed, only if `worker` still holds it; returns the job as it is."""
+        state = JobState(state)
+        if state not in (JobState.DONE, JobState.FAILED):
+            raise StoreError(f"A worker finishes a job as done or failed, not {state.value}.")
+        with self._session(write=True) as s:
+            job_queue.finish(s, job_id, worker, state, error)
+            return self._job_row(s, job_id)
+
+    def release_job(self, job_id: int, worker: str) -> JobRecord:
+        """Give a held job back to the queue (the worker is stopping); returns the job as it is."""
+        with self._session(write=True) as s:
+            job_queue.release(s, job_id, worker)
+            return self._job_row(s, job_id)
+
+    def cancel_job(self, job_id: int) -> JobRecord:
+        """Cancel a queued or running job (a finished one is left as it is); returns the job as it is."""
+        with self._session(write=True) as s:
+            self._get(s, JobRow, job_id, "job")
+            job_queue.cancel(s, job_id)
+            return self._job_row(s, job_id)
+
+    def _job_row(self, s: Session, job_id: int) -> JobRecord:
+        found = job_queue.row(s, job_id)
+        if found is None:
+            raise StoreError(f"The database {self.url} has no job with id {job_id}.")
+        return job_record(found)
+
+
+def _check_lease(lease_s: float) -> None:
+    if not lease_s > 0:
+        raise StoreError(f"A job's lease must last a positive number of seconds, not {lease_s}.")

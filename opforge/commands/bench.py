@@ -12,7 +12,7 @@ from evaluator import EvalConfig
 from opforge.bench import agent_label, bench_tasks, run_bench
 from opforge.cli import UsageError
 from opforge.coders import add_llm_arguments, llm_config, resolve_coder
-from opforge.commands.optimize import DEFAULT_TIMING_S, make_runner
+from opforge.commands.optimize import DEFAULT_TIMING_S, local_device_name, make_runner
 from opforge.display import format_speedup
 from opforge.search import eval_config_json
 from store import StoreError, get_store
@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timing-s", type=float, default=None, metavar="S",
                    help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
     p.add_argument("--seed", type=int, default=0, help="random seed of the searches (default 0)")
+    p.add_argument("--no-archive", action="store_true",
+                   help="forbid the store's archive of earlier kernels, so the agent's score is its own (the "
+                        "leaderboard marks benches that used it with +archive)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object describing the bench")
     add_llm_arguments(p)
     p.set_defaults(run=run)
@@ -72,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                                                                           DEFAULT_TIMING_S)),
                       "islands": 2, "seed": args.seed, "tasks": args.tasks,
                       "budget_per_task": args.budget_per_task or DEFAULT_BUDGET_PER_TASK,
-                      "max_usd": args.max_usd, "max_tokens": args.max_tokens}
+                      "max_usd": args.max_usd, "max_tokens": args.max_tokens, "use_archive": not args.no_archive,
+                      "device": local_device_name("auto")}
             if coder == "llm":
                 config["llm"] = llm_config(args)
             runner = make_runner(args.runner, args.workers, args.ray_address)

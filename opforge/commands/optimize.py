@@ -10,6 +10,8 @@ from typing import Any
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from evaluator.pool import LocalRunner, RayRunner, Runner
+from evaluator.device import device_info, resolve_device
+from opforge import archive
 from opforge.cli import UsageError
 from opforge.coders import add_llm_arguments, llm_config, make_proposer, resolve_coder
 from opforge.display import format_speedup
@@ -52,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stop after this much evaluation time (GPU-seconds; worker-seconds on CPU)")
     p.add_argument("--islands", type=int, default=2, metavar="N", help="islands of the population (default 2)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
+    p.add_argument("--no-archive", action="store_true",
+                   help="do not start from earlier runs' kernels of this task nor show the coder those of related "
+                        "tasks (by default the store's archive is offered)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object: run_id, evaluated, best")
     add_llm_arguments(p)
     p.set_defaults(run=run)
@@ -89,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.gpu_s, args.max_usd,
                             args.max_tokens)
             runner = make_runner(args.runner, args.workers, args.ray_address)  # before any write: no orphan runs
-            run_record = start_run(store, task, seed, config, budget)
+            run_record = start_run(store, task, seed, config, budget, use_archive=not args.no_archive,
+                                   device=local_device_name(cfg.device))
         outcome = _search(store, run_record, task, runner, args)
         _print_summary(store, outcome, args)
         return 0
@@ -158,7 +164,7 @@ def _resume(store: Store, args: argparse.Namespace) -> tuple[RunRecord, Task]:
     fixed = (args.task, args.seed_kernel, args.budget is not None, args.timing_s is not None, args.model,
              args.judge_model, args.backend, args.max_usd is not None, args.max_tokens is not None, args.prices,
              args.no_judge, args.no_review, args.from_scratch, args.tune_per_request is not None, args.coder != "auto",
-             args.llm_concurrency is not None, args.llm_timeout_s is not None)
+             args.llm_concurrency is not None, args.llm_timeout_s is not None, args.no_archive)
     if any(fixed):
         raise UsageError("--resume continues a run as it was configured; leave out TASK, --coder, --seed-kernel, "
                          "--budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --gpu-s, "
@@ -182,10 +188,16 @@ def _search(store: Store, run_record: RunRecord, task: Task, runner: Runner, arg
     try:
         search = Search(store, run_record.id, task, proposing.proposer, runner, eval_config_from(config.get("eval")),
                         budget, strategy, oversample=proposing.oversample, on_progress=printer,
-                        spend=proposing.spend, extra_per_request=proposing.extra_per_request)
+                        spend=proposing.spend, extra_per_request=proposing.extra_per_request,
+                        archive_inspirations=archive.inspirations_of(store, config.get("archive")))
         return search.run()
     finally:
         printer.finish()
+
+
+def local_device_name(device: str) -> str:
+    """The name of the device this machine evaluates on (the archive prefers kernels measured on it)."""
+    return device_info(resolve_device(device)).name
 
 
 def make_runner(kind: str, workers: int, ray_address: str | None) -> Runner:

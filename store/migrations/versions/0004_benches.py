@@ -1,5 +1,6 @@
 """Leaderboard benches (one agent configuration over a suite), runs belonging to a bench, the work a task must do
-at least (FLOPs and bytes, for the roofline floor), and the reference's energy per call.
+at least (FLOPs and bytes, for the roofline floor) and its compute ops (its signature for the archive), and the
+reference's energy per call.
 
 Revision ID: 0004
 Revises: 0003
@@ -37,6 +38,7 @@ def upgrade() -> None:
     with op.batch_alter_table("tasks") as batch:
         batch.add_column(sa.Column("flops", sa.Float(), nullable=True))
         batch.add_column(sa.Column("min_bytes", sa.BigInteger(), nullable=True))
+        batch.add_column(sa.Column("ops", sa.JSON(), nullable=True))
     with op.batch_alter_table("evaluations") as batch:
         batch.add_column(sa.Column("reference_energy_j", sa.Float(), nullable=True))
 
@@ -45,6 +47,7 @@ def downgrade() -> None:
     with op.batch_alter_table("evaluations") as batch:
         batch.drop_column("reference_energy_j")
     with op.batch_alter_table("tasks") as batch:
+        batch.drop_column("ops")
         batch.drop_column("min_bytes")
         batch.drop_column("flops")
     with op.batch_alter_table("runs") as batch:
