@@ -173,7 +173,6 @@ class Worker:
 
     def run_job(self, job: JobRecord, claimed_at: float) -> bool:
         """Drive a claimed job's run and end the job; False when the job went back to the queue (worker stopping)."""
-        me = self.settings.worker_id
         lease = Lease(self.store, job, self.settings, claimed_at, self.log).start()
         try:
             run = self.store.get_run(job.run_id)

@@ -12,7 +12,8 @@ from evaluator import EvalConfig
 from opforge.bench import agent_label, bench_tasks, run_bench
 from opforge.cli import UsageError
 from opforge.coders import add_llm_arguments, llm_config, resolve_coder
-from opforge.commands.optimize import DEFAULT_TIMING_S, local_device_name, make_runner
+from opforge.commands.optimize import local_device_name, make_runner
+from opforge.run_setup import DEFAULT_TIMING_S
 from opforge.display import format_speedup
 from opforge.search import eval_config_json
 from store import StoreError, get_store

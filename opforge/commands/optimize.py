@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
-from benchmarks import builtin_task, seed_for
-from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
-from evaluator.pool import LocalRunner, RayRunner, Runner
+from evaluator import Task, TaskError
 from evaluator.device import device_info, resolve_device
+from evaluator.pool import LocalRunner, RayRunner, Runner
 from opforge import archive
 from opforge.cli import UsageError
-from opforge.coders import add_llm_arguments, llm_config, make_proposer, resolve_coder
+from opforge.coders import make_proposer
 from opforge.display import format_speedup
 from opforge.progress import ProgressPrinter
 from opforge.report import member_json, run_done, run_report
-from opforge.search import (Budget, RunOutcome, Search, SearchError, eval_config_from, eval_config_json,
-                            start_run)
+from opforge.run_setup import add_run_arguments, check_run_numbers, plan_run
+from opforge.search import Budget, RunOutcome, Search, SearchError, eval_config_from, start_run
 from opforge.strategy import StrategyConfig
 from store import RunRecord, Store, StoreError, get_store
 
-DEFAULT_BUDGET = 20
-DEFAULT_TIMING_S = 1.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,37 +29,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "resumed after a crash with --resume). Progress goes to stderr.")
     p.add_argument("task", nargs="?", help="a task file, or a built-in task name such as softmax")
     p.add_argument("--resume", type=int, metavar="RUN_ID", help="continue an earlier run to its budget")
-    p.add_argument("--budget", type=int, default=None, metavar="N",
-                   help=f"candidates to evaluate, the seed included (default {DEFAULT_BUDGET})")
-    p.add_argument("--coder", choices=("auto", "tune", "llm"), default="auto",
-                   help="who proposes kernels: tune (the offline parameter tuner, no LLM), llm (coder and judge "
-                        "agents over an OpenAI-compatible model, with the tuner between their calls), or auto "
-                        "(default: llm when a model is configured, else tune)")
-    p.add_argument("--seed-kernel", metavar="FILE", help="the starting kernel (default: the built-in task's seed)")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
     p.add_argument("--runner", choices=("ray", "local"), default="ray",
                    help="evaluate on Ray actors (default) or on threads of this process")
     p.add_argument("--workers", type=int, default=2, metavar="N",
                    help="parallel evaluations where there is no GPU (default 2); with GPUs, one per GPU")
     p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
-    p.add_argument("--timing-s", type=float, default=None, metavar="S",
-                   help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
-    p.add_argument("--time-limit-s", type=float, default=None, metavar="S",
-                   help="stop after this much wall time (for this invocation; --resume gets it again)")
-    p.add_argument("--gpu-s", type=float, default=None, metavar="S",
-                   help="stop after this much evaluation time (GPU-seconds; worker-seconds on CPU)")
-    p.add_argument("--islands", type=int, default=2, metavar="N", help="islands of the population (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
-    p.add_argument("--no-archive", action="store_true",
-                   help="do not start from earlier runs' kernels of this task nor show the coder those of related "
-                        "tasks (by default the store's archive is offered)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object: run_id, evaluated, best")
-    add_llm_arguments(p)
+    add_run_arguments(p, "stop after this much wall time (for this invocation; --resume gets it again)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_numbers(args)
+    check_run_numbers(args)
     if args.resume is not None and args.task:
         raise UsageError("Give either a TASK to start a run or --resume RUN_ID, not both.")
     if args.resume is None and not args.task:
@@ -82,20 +59,11 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             runner = make_runner(args.runner, args.workers, args.ray_address)
         else:
-            task = resolve_task(args.task)
-            coder = resolve_coder(args)
-            llm = llm_config(args) if coder == "llm" else None
-            seed = resolve_seed(args.seed_kernel, task, required=coder != "llm",
-                                from_scratch=bool(llm and llm["from_scratch"]))
-            cfg = EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S)
-            config = {"coder": coder, "eval": eval_config_json(cfg), "islands": args.islands, "seed": args.seed}
-            if llm is not None:
-                config["llm"] = llm
-            budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.gpu_s, args.max_usd,
-                            args.max_tokens)
+            plan = plan_run(args)
+            task = plan.task
             runner = make_runner(args.runner, args.workers, args.ray_address)  # before any write: no orphan runs
-            run_record = start_run(store, task, seed, config, budget, use_archive=not args.no_archive,
-                                   device=local_device_name(cfg.device))
+            run_record = start_run(store, task, plan.seed, plan.config, plan.budget, use_archive=not args.no_archive,
+                                   device=local_device_name(plan.eval_cfg.device))
         outcome = _search(store, run_record, task, runner, args)
         _print_summary(store, outcome, args)
         return 0
@@ -107,56 +75,10 @@ def run(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
-    for flag, value in (("--budget", args.budget), ("--workers", args.workers), ("--islands", args.islands)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be a positive whole number, not {value}.")
-    for flag, value in (("--timing-s", args.timing_s), ("--time-limit-s", args.time_limit_s),
-                        ("--gpu-s", args.gpu_s)):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} must be a positive number of seconds, not {value}.")
-
-
 def _open_store(url: str | None) -> Store:
     try:
         return get_store(url)
     except StoreError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def resolve_task(name_or_path: str) -> Task:
-    """A task file, or a built-in task by name (`softmax`, `tiny/softmax`)."""
-    path = Path(name_or_path).expanduser()
-    try:
-        if path.exists():
-            return load_task(path)
-        if path.suffix == ".py" and ("/" in name_or_path or path.parent != Path(".")):
-            raise UsageError(f"{name_or_path}: no such task file.")
-        try:
-            return load_task(builtin_task(name_or_path))
-        except ValueError as exc:
-            raise UsageError(f"{str(exc).rstrip('.')}, or give the path of a task file.") from None
-    except TaskError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_scratch: bool = False
-                 ) -> Candidate | None:
-    """The starting kernel: --seed-kernel, else the one beside the task; None where the LLM coder starts from
-    scratch (asked to, or no seed exists)."""
-    if from_scratch and seed_path:
-        raise UsageError("Give either --seed-kernel FILE or --from-scratch, not both.")
-    if from_scratch:
-        return None
-    path = Path(seed_path) if seed_path else (seed_for(task.path) if task.path else None)
-    if path is None and not required:
-        return None
-    if path is None:
-        raise UsageError(f"{task.label} has no seed kernel beside it ({task.name}.seed.py); give the starting kernel "
-                         "with --seed-kernel FILE.")
-    try:
-        return load_candidate(path, origin="seed")
-    except CandidateFileError as exc:
         raise UsageError(str(exc)) from None
 
 
