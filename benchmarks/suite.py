@@ -4,6 +4,12 @@ A suite is a folder of KernelBench problem files (`NAME.py`). A built-in suite l
 package and may put a seed kernel (`NAME.seed.py`, a candidate defining `ModelNew`) beside a task. Any other
 folder of KernelBench files is a suite too; it simply has no seeds.
 
+The built-in suites are `tiny` (9 small core operators: the quick-start and smoke-test set) and `ops` (the rest of
+the operator suite: activations, reductions, norms, matmuls with epilogues, attention, convolution, pooling, losses,
+fused blocks and backward passes). `all` is not a folder: it names every built-in task, each folder suite's tasks
+in turn (in `list_suites()` order). A task's name is unique across the built-in suites, so `builtin_task("silu")`
+finds it wherever it lives; `"ops/silu"` (or `"all/silu"`) says the same thing explicitly.
+
 This module is data plus its loader: it imports nothing from the rest of the project.
 """
 
@@ -14,6 +20,7 @@ from pathlib import Path
 
 SUITES_DIR = Path(__file__).resolve().parent
 SEED_SUFFIX = ".seed.py"
+ALL_SUITE = "all"  # the union of the folder suites, not a folder itself
 
 
 def _is_task_file(path: Path) -> bool:
@@ -34,13 +41,19 @@ def _tasks_in(folder: Path) -> list[Path]:
     return sorted((p for p in folder.iterdir() if _is_task_file(p)), key=_natural_key)
 
 
-def list_suites() -> list[str]:
-    """Names of the built-in suites (sub-folders of `SUITES_DIR` that hold at least one task file)."""
+def _folder_suites() -> list[str]:
+    """Sub-folders of `SUITES_DIR` that hold at least one task file, sorted by name."""
     return sorted(
         d.name
         for d in SUITES_DIR.iterdir()
-        if d.is_dir() and not d.name.startswith(("_", ".")) and _tasks_in(d)
+        if d.is_dir() and not d.name.startswith(("_", ".")) and d.name != ALL_SUITE and _tasks_in(d)
     )
+
+
+def list_suites() -> list[str]:
+    """Names of the built-in suites: every folder suite, then `all` (their union) when there is any."""
+    folders = _folder_suites()
+    return [*folders, ALL_SUITE] if folders else []
 
 
 def suite_tasks(name_or_path: str | Path) -> list[Path]:
@@ -50,6 +63,8 @@ def suite_tasks(name_or_path: str | Path) -> list[Path]:
     over a folder of the same name in the working directory; write `./tiny` to mean the folder.
     """
     text = str(name_or_path)
+    if isinstance(name_or_path, str) and text == ALL_SUITE:
+        return [task for suite in _folder_suites() for task in _tasks_in(SUITES_DIR / suite)]
     if isinstance(name_or_path, str) and text in list_suites():
         return _tasks_in(SUITES_DIR / text)
     folder = Path(name_or_path).expanduser()
@@ -76,13 +91,14 @@ def seed_for(task_path: Path | str) -> Path | None:
 def builtin_task(name: str) -> Path:
     """The built-in task file called `name` (e.g. "softmax"), searched in every suite.
 
-    `"suite/name"` picks a suite explicitly; a trailing `.py` is accepted.
+    `"suite/name"` picks a suite explicitly (`"all/name"` is the same as a bare name); a trailing `.py` is accepted.
     """
     wanted = name.removesuffix(".py")
     suite, _, stem = wanted.rpartition("/")
+    suite = "" if suite == ALL_SUITE else suite
     matches = [
         task
-        for suite_name in list_suites()
+        for suite_name in _folder_suites()
         if not suite or suite == suite_name
         for task in suite_tasks(suite_name)
         if task.stem == stem
@@ -93,6 +109,6 @@ def builtin_task(name: str) -> Path:
         choices = ", ".join(f"{m.parent.name}/{m.stem}" for m in matches)
         raise ValueError(f"The built-in task name {name!r} is in several suites: name one of {choices}.")
     available = ", ".join(
-        f"{suite_name}/{task.stem}" for suite_name in list_suites() for task in suite_tasks(suite_name)
+        f"{suite_name}/{task.stem}" for suite_name in _folder_suites() for task in suite_tasks(suite_name)
     )
     raise ValueError(f"There is no built-in task called {name!r}: choose one of {available}.")

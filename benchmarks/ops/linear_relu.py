@@ -1,0 +1,27 @@
+"""Linear layer followed by ReLU: relu(x @ W^T + b), x of shape (M, K) and an nn.Linear(K, N)."""
+
+import torch
+import torch.nn as nn
+
+M = 512
+K = 256
+N = 512
+
+SHAPES = [{"M": 127, "K": 100, "N": 65}, {"M": 1, "K": 33, "N": 17}]
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(M, K)]
+
+
+def get_init_inputs():
+    return [K, N]

@@ -1,0 +1,25 @@
+"""Log-softmax over the last dimension of a 2-D fp32 tensor (row-wise; e.g. token log-probabilities)."""
+
+import torch
+import torch.nn as nn
+
+BATCH = 128
+DIM = 4096
+
+SHAPES = [{"BATCH": 67, "DIM": 1000}, {"BATCH": 3, "DIM": 4099}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM) * 4.0]
+
+
+def get_init_inputs():
+    return []

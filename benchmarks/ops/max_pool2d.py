@@ -1,0 +1,31 @@
+"""2-D max pooling, 3x3 window, stride 2, padding 1, over an NCHW feature map (the ResNet stem's pooling)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 2
+CHANNELS = 64
+HEIGHT = 56
+WIDTH = 56
+
+SHAPES = [{"BATCH": 1, "CHANNELS": 3, "HEIGHT": 15, "WIDTH": 9}, {"BATCH": 2, "CHANNELS": 5, "HEIGHT": 2, "WIDTH": 33}]
+
+
+class Model(nn.Module):
+    def __init__(self, kernel_size: int = 3, stride: int = 2, padding: int = 1):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.padding = padding
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, CHANNELS, HEIGHT, WIDTH)]
+
+
+def get_init_inputs():
+    return []

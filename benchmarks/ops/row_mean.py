@@ -1,0 +1,25 @@
+"""Mean over the last dimension of a 2-D fp32 tensor (reduction; one value per row)."""
+
+import torch
+import torch.nn as nn
+
+BATCH = 256
+DIM = 4096
+
+SHAPES = [{"BATCH": 67, "DIM": 1000}, {"BATCH": 3, "DIM": 4099}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.mean(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM) + 0.25]
+
+
+def get_init_inputs():
+    return []

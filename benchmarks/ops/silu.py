@@ -1,0 +1,26 @@
+"""SiLU (swish), x * sigmoid(x), over a 2-D fp32 tensor (elementwise; the activation of LLaMA-style MLPs)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 256
+DIM = 2048
+
+SHAPES = [{"BATCH": 67, "DIM": 1000}, {"BATCH": 1, "DIM": 127}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM) * 3.0]
+
+
+def get_init_inputs():
+    return []

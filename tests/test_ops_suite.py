@@ -1,0 +1,380 @@
+"""The built-in "ops" suite and the "all" suite: the loader finds them, every task is sound and not degenerate
+(finite, varied, seed-dependent, every input and every weight matters) and every seed is a correct, tunable
+Triton kernel on every shape variant under the interpreter."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the project installed
+    sys.path.insert(0, str(ROOT))
+
+from agents.tuner import describe_tunables  # noqa: E402
+from benchmarks import SUITES_DIR, builtin_task, list_suites, seed_for, suite_tasks  # noqa: E402
+from evaluator.policy import check_source  # noqa: E402
+
+OPS_NAMES = {
+    # activations and elementwise chains
+    "silu", "leaky_relu_scale", "swiglu", "hardswish", "mish",
+    # reductions
+    "row_max", "row_mean", "col_sum", "l2_normalize",
+    # softmax family
+    "log_softmax", "softmax_temperature",
+    # normalisation
+    "batchnorm_inference", "group_norm",
+    # matmuls with epilogues, batched matmul, attention
+    "matmul_gelu", "matmul_residual", "linear_relu", "bmm", "causal_attention",
+    # convolution and pooling
+    "conv2d_3x3", "conv1d", "max_pool2d", "avg_pool2d",
+    # losses
+    "cross_entropy", "huber_loss", "kl_div",
+    # fused blocks
+    "mlp_gelu", "rmsnorm_residual", "transformer_block",
+    # backward passes
+    "relu_backward", "softmax_backward", "layernorm_backward",
+}
+OPS = suite_tasks("ops")
+DEFAULT_TOL = 1e-4
+OUTPUT_DTYPES = (torch.float32, torch.int64)
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_task(path: Path) -> ModuleType:
+    return load_module(path, f"ops_task_{path.stem}")
+
+
+@contextmanager
+def overridden(module: ModuleType, overrides: dict):
+    saved = {key: getattr(module, key) for key in overrides}
+    for key, value in overrides.items():
+        setattr(module, key, value)
+    try:
+        yield module
+    finally:
+        for key, value in saved.items():
+            setattr(module, key, value)
+
+
+def variants(module: ModuleType) -> list[dict]:
+    return [{}, *getattr(module, "SHAPES", [])]
+
+
+def as_outputs(value) -> list[torch.Tensor]:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def tolerance(module: ModuleType) -> dict:
+    tol = getattr(module, "TOLERANCE", None) or {}
+    return {"atol": tol.get("atol", DEFAULT_TOL), "rtol": tol.get("rtol", DEFAULT_TOL)}
+
+
+def close(a: torch.Tensor, b: torch.Tensor, tol: dict) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return torch.allclose(a, b, **tol)
+
+
+def reference_outputs(module: ModuleType, seed: int) -> list[torch.Tensor]:
+    torch.manual_seed(seed)
+    model = module.Model(*module.get_init_inputs())
+    inputs = module.get_inputs()
+    with torch.no_grad():
+        return as_outputs(model(*inputs))
+
+
+# --- the loader ------------------------------------------------------------------------------------------------
+
+
+def test_ops_suite_holds_the_expected_tasks_each_with_a_seed():
+    assert "ops" in list_suites()
+    assert {p.stem for p in OPS} == OPS_NAMES
+    for task in OPS:
+        assert task.parent == SUITES_DIR / "ops"
+        assert seed_for(task) == task.with_name(f"{task.stem}.seed.py")
+
+
+def test_all_suite_names_every_builtin_task_once():
+    assert "all" in list_suites()
+    folders = [name for name in list_suites() if name != "all"]
+    everything = suite_tasks("all")
+    assert everything == [task for name in folders for task in suite_tasks(name)]
+    assert set(everything) == set(OPS) | set(suite_tasks("tiny"))
+    names = [task.stem for task in everything]
+    assert len(names) == len(set(names)) >= 40, "task names must be unique across the built-in suites"
+
+
+def test_builtin_task_finds_ops_tasks_by_bare_qualified_or_all_name():
+    assert builtin_task("silu") == SUITES_DIR / "ops" / "silu.py"
+    assert builtin_task("ops/silu") == builtin_task("all/silu.py") == builtin_task("silu")
+    assert builtin_task("all/softmax") == SUITES_DIR / "tiny" / "softmax.py"
+    with pytest.raises(ValueError):
+        builtin_task("tiny/silu")
+    with pytest.raises(ValueError, match="no built-in task called 'siluu'") as err:
+        builtin_task("siluu")
+    assert "ops/silu" in str(err.value) and "tiny/softmax" in str(err.value)
+
+
+def test_every_seed_passes_the_static_policy_and_has_a_tunable():
+    for task in OPS:
+        source = seed_for(task).read_text()
+        assert check_source(source) == [], f"{task.stem}: {check_source(source)}"
+        assert "@triton.jit" in source, task.stem
+        assert describe_tunables(source), f"{task.stem}: the tuner finds nothing to tune"
+
+
+# --- the tasks -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task_path", OPS, ids=lambda p: p.stem)
+def test_task_declares_small_shape_variants_including_an_odd_size(task_path):
+    module = load_task(task_path)
+    shapes = module.SHAPES
+    assert isinstance(shapes, list) and shapes
+    for overrides in shapes:
+        assert overrides and all(hasattr(module, key) for key in overrides), f"unknown global in {overrides}"
+    assert any(value % 2 == 1 for overrides in shapes for value in overrides.values())
+    benchmark_shapes = [tuple(x.shape) for x in module.get_inputs()]
+    for overrides in variants(module):
+        with overridden(module, overrides):
+            inputs = module.get_inputs()
+        assert inputs and all(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in inputs)
+        assert all(x.dtype in (torch.float32, torch.int64) for x in inputs)
+        assert any(x.dtype == torch.float32 for x in inputs)
+        if overrides:  # get_inputs must read the globals at call time, or the variant tests nothing new
+            assert [tuple(x.shape) for x in inputs] != benchmark_shapes, f"{overrides} left the input shapes alone"
+            # variants exist to be cheap under the interpreter: the benchmark shape carries the size
+            assert sum(x.numel() for x in inputs) <= 300_000, f"{overrides} is not a small variant"
+
+
+@pytest.mark.parametrize("task_path", OPS, ids=lambda p: p.stem)
+def test_task_output_is_finite_varied_and_depends_on_the_seed(task_path):
+    module = load_task(task_path)
+    tol = tolerance(module)
+    for overrides in variants(module):
+        with overridden(module, overrides):
+            outs = reference_outputs(module, seed=0)
+            again = reference_outputs(module, seed=0)
+            other = reference_outputs(module, seed=1)
+        where = f"{task_path.stem} {overrides or 'benchmark shape'}"
+        for out, out_again, out_other in zip(outs, again, other, strict=True):
+            assert out.dtype in OUTPUT_DTYPES, where
+            assert torch.isfinite(out.double()).all(), where
+            assert torch.equal(out, out_again), f"{where}: not reproducible under the same seed"
+            assert not close(out, torch.zeros_like(out), tol), f"{where}: output ~ 0"
+            if out.numel() > 1:
+                spread = (out.max() - out.min()).item()
+                assert spread > 1e-3 * max(1.0, out.abs().max().item()), f"{where}: output is near-constant"
+            assert not close(out, out_other, tol), f"{where}: output ignores the seed"
+
+
+def _perturbed(x: torch.Tensor) -> torch.Tensor:
+    if x.is_floating_point():
+        return x + 0.5 * (x.abs().mean() + 1e-3) * torch.randn_like(x)
+    shifted = torch.roll(x, 1)
+    assert not torch.equal(shifted, x), "an integer input is constant, so rolling it changes nothing"
+    return shifted
+
+
+@pytest.mark.parametrize("task_path", OPS, ids=lambda p: p.stem)
+def test_every_input_and_every_weight_influences_the_output(task_path):
+    """A kernel that ignores an input, a parameter or a buffer must not be able to pass."""
+    module = load_task(task_path)
+    tol = tolerance(module)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs())
+    torch.manual_seed(1)
+    inputs = module.get_inputs()
+
+    def run(args) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return as_outputs(model(*args))
+
+    def differs(outs: list[torch.Tensor], base: list[torch.Tensor]) -> bool:
+        return any(not close(a, b, tol) for a, b in zip(outs, base, strict=True))
+
+    base = run(inputs)
+    torch.manual_seed(2)
+    for i, x in enumerate(inputs):
+        changed = [_perturbed(y) if j == i else y for j, y in enumerate(inputs)]
+        assert differs(run(changed), base), f"{task_path.stem}: input {i} does not influence the output"
+    weights = [*model.named_parameters(), *model.named_buffers()]
+    for name, tensor in weights:
+        if not tensor.is_floating_point():
+            continue
+        saved = tensor.detach().clone()
+        with torch.no_grad():
+            tensor.copy_(_perturbed(saved))
+        try:
+            assert differs(run(inputs), base), f"{task_path.stem}: {name} does not influence the output"
+        finally:
+            with torch.no_grad():
+                tensor.copy_(saved)
+
+
+# --- the seeds (interpreted subprocesses, the tasks shared among them) ------------------------------------------
+
+SEED_CHECK = r"""
+import importlib.util, json, os, sys, traceback
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch
+import triton
+from triton.runtime.interpreter import InterpretedFunction
+
+launches = 0
+_run = InterpretedFunction.run
+def counting_run(self, *args, **kwargs):
+    global launches
+    if not kwargs.get("warmup"):
+        launches += 1
+    return _run(self, *args, **kwargs)
+InterpretedFunction.run = counting_run
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+def outputs(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+def normal_like(x):  # the evaluator's second distribution: every float input redrawn as N(0, 1) * 4
+    return torch.randn(x.shape, dtype=x.dtype) * 4.0 if x.is_floating_point() else x
+
+config = json.loads(sys.argv[1])
+results = {}  # seed path -> one row per (shape variant, distribution)
+for task_path, seed_path in config["pairs"]:
+    name = os.path.basename(task_path)[:-3]
+    task, rows = load(task_path, "task_" + name), []
+    seed = load(seed_path, "seed_" + name)
+    tol = {"atol": __TOL__, "rtol": __TOL__, **(getattr(task, "TOLERANCE", None) or {})}
+    base = {key: getattr(task, key) for shape in getattr(task, "SHAPES", []) for key in shape}
+    plan = [({}, "task")] if config["benchmark_shape"] else []
+    plan += [(dict(v), dist) for v in getattr(task, "SHAPES", []) for dist in ("task", "normal")]
+    for overrides, dist in plan:
+        row = {"variant": overrides, "distribution": dist}
+        try:
+            for key, value in {**base, **overrides}.items():
+                setattr(task, key, value)
+            init = task.get_init_inputs()
+            torch.manual_seed(0)
+            model = task.Model(*init)
+            torch.manual_seed(0)
+            model_new = seed.ModelNew(*init)
+            model_new.load_state_dict(model.state_dict())  # strict: same parameter and buffer names
+            torch.manual_seed(1)
+            inputs = task.get_inputs()
+            if dist == "normal":
+                inputs = [normal_like(x) for x in inputs]
+            copies = [x.clone() for x in inputs]
+            with torch.no_grad():
+                ref = outputs(model(*copies))
+                launches = 0
+                out = outputs(model_new(*inputs))
+            row["launches"] = launches
+            row["same_count"] = len(out) == len(ref)
+            row["same_shape"] = row["same_count"] and all(tuple(a.shape) == tuple(b.shape) for a, b in zip(out, ref))
+            row["same_dtype"] = row["same_count"] and all(a.dtype == b.dtype for a, b in zip(out, ref))
+            row["inputs_untouched"] = all(torch.equal(a, b) for a, b in zip(inputs, copies))
+            row["max_abs_error"] = max(
+                (a.double() - b.double()).abs().max().item() for a, b in zip(out, ref)
+            ) if row["same_shape"] else None
+            row["close"] = row["same_shape"] and row["same_dtype"] and all(
+                torch.allclose(a, b, **tol) if b.is_floating_point() else torch.equal(a, b) for a, b in zip(out, ref)
+            )
+        except Exception:
+            row["error"] = traceback.format_exc()
+        rows.append(row)
+    results[seed_path] = rows
+print(json.dumps(results))
+""".replace("__TOL__", repr(DEFAULT_TOL))
+
+
+def run_seed_check(pairs: list[tuple[Path, Path]], benchmark_shape: bool = True, workers: int = 1,
+                   timeout_s: float = 900) -> dict:
+    """Check each (task, seed) pair in `workers` interpreted subprocesses running side by side."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    shares = [pairs[i::workers] for i in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SEED_CHECK,
+             json.dumps({"pairs": [[str(t), str(s)] for t, s in share], "benchmark_shape": benchmark_shape})],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for share in shares if share
+    ]
+    results: dict = {}
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+        assert proc.returncode == 0, stderr[-4000:]
+        results.update(json.loads(stdout.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.fixture(scope="module")
+def seed_results() -> dict:
+    # Most costly first, so that dealing them out round-robin gives the workers similar loads.
+    pairs = [(task, seed_for(task)) for task in sorted(OPS, key=lambda p: -p.stat().st_size)]
+    return run_seed_check(pairs, workers=max(1, min(4, os.cpu_count() or 1)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_path", OPS, ids=lambda p: p.stem)
+def test_seed_matches_task_on_every_shape_under_the_interpreter(task_path, seed_results):
+    module = load_task(task_path)
+    rows = seed_results[str(seed_for(task_path))]
+    assert [row["variant"] for row in rows] == [{}] + [v for v in module.SHAPES for _ in ("task", "normal")]
+    for row in rows:
+        where = f"{task_path.stem} {row['variant'] or 'benchmark shape'} ({row['distribution']} inputs)"
+        assert "error" not in row, f"{where}:\n{row['error']}"
+        assert row["launches"] >= 1, f"{where}: the seed launched no Triton kernel"
+        assert row["same_count"] and row["same_shape"] and row["same_dtype"], where
+        assert row["inputs_untouched"], f"{where}: the seed modified its inputs"
+        assert row["close"], f"{where}: max abs error {row['max_abs_error']}"
+        assert math.isfinite(row["max_abs_error"])
+
+
+def test_seed_check_notices_a_kernel_free_seed_and_wrong_or_swapped_tuple_outputs(tmp_path):
+    """The check itself can fail: a plain-PyTorch 'seed', a Triton seed whose second output is wrong and one that
+    returns its two outputs swapped."""
+    entropy = builtin_task("cross_entropy")
+    torch_only = tmp_path / "torch_only.seed.py"
+    torch_only.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, logits, targets):\n        return F.cross_entropy(logits, targets)\n"
+    )
+    row_max = builtin_task("row_max")
+    source = seed_for(row_max).read_text()
+    returned, stored = "return values.view(x.shape[:-1]), indices.view(x.shape[:-1])", "first.to(tl.int64)"
+    assert returned in source and stored in source
+    off_by_one = tmp_path / "off_by_one.seed.py"
+    off_by_one.write_text(source.replace(stored, "(first + 1).to(tl.int64)"))
+    swapped = tmp_path / "swapped.seed.py"
+    swapped.write_text(source.replace(returned, "return indices.view(x.shape[:-1]), values.view(x.shape[:-1])"))
+    results = run_seed_check([(entropy, torch_only), (row_max, off_by_one), (row_max, swapped)],
+                             benchmark_shape=False)
+    assert all(row["launches"] == 0 and row["close"] for row in results[str(torch_only)])
+    assert all(row["launches"] >= 1 and row["same_dtype"] and not row["close"] for row in results[str(off_by_one)])
+    assert all(row["launches"] >= 1 and row["same_shape"] and not row["same_dtype"] and not row["close"]
+               for row in results[str(swapped)])
