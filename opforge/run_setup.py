@@ -4,6 +4,7 @@ kernel, configuration, budget), checked before anything is written."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.cli import UsageError
 from opforge.coders import add_llm_arguments, llm_config, resolve_coder
-from opforge.search import Budget, eval_config_json
+from opforge.search import Budget, eval_config_json, start_run
+from store import JobRecord, RunStatus, Store
 
 DEFAULT_BUDGET = 20
 DEFAULT_TIMING_S = 1.0
@@ -111,3 +113,16 @@ def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_
         return load_candidate(path, origin="seed")
     except CandidateFileError as exc:
         raise UsageError(str(exc)) from None
+
+
+def queue_run(store: Store, plan: RunPlan, label: str, priority: int, use_archive: bool,
+              extra: Mapping[str, Any] | None = None) -> JobRecord:
+    """Record the planned run and queue a job for it (`opforge submit`, the web form and the API). The workers'
+    device is not known here, so the archive prefers no device's kernels."""
+    run = start_run(store, plan.task, plan.seed, plan.config, plan.budget, use_archive=use_archive, device=None)
+    try:
+        return store.submit_job(run.id, {"task": label, "coder": plan.config["coder"], **(extra or {})},
+                                priority=priority)
+    except BaseException:
+        store.set_run_status(run.id, RunStatus.FAILED)  # no orphan "running" run without its job
+        raise

@@ -13,9 +13,9 @@ import sys
 
 from evaluator import TaskError
 from opforge.cli import UsageError
-from opforge.run_setup import add_run_arguments, check_run_numbers, plan_run
-from opforge.search import SearchError, start_run
-from store import RunStatus, StoreError, get_store
+from opforge.run_setup import add_run_arguments, check_run_numbers, plan_run, queue_run
+from opforge.search import SearchError
+from store import StoreError, get_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,15 +40,7 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     try:
-        # The workers' device is not known here: the archive prefers no device's kernels.
-        run_record = start_run(store, task, plan.seed, plan.config, budget, use_archive=not args.no_archive,
-                               device=None)
-        try:
-            job = store.submit_job(run_record.id, {"task": args.task, "coder": plan.config["coder"]},
-                                   priority=args.priority)
-        except BaseException:
-            store.set_run_status(run_record.id, RunStatus.FAILED)  # no orphan "running" run without its job
-            raise
+        job = queue_run(store, plan, args.task, args.priority, use_archive=not args.no_archive)
     except (StoreError, SearchError, TaskError) as exc:
         raise UsageError(str(exc)) from None
     finally:
