@@ -32,12 +32,12 @@ def opforge(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
                           cwd=REPO)
 
 
-def test_problems_are_ordered_by_level_then_number_and_helpers_are_skipped():
+def test_problems_are_ordered_by_level_then_number_and_other_files_are_skipped():
     found = problems(FIXTURES)
     assert [p.label for p in found] == EXPECTED
     assert found[2] == Problem(FIXTURES / "level1" / "10_Row_logsumexp.py", level=1, problem_id=10)
     assert found[-1].level == 3 and found[-1].problem_id == 2 and found[-1].name == "2_Unused_projection"
-    assert not is_problem_file(FIXTURES / "level1" / "helpers.py")
+    assert not is_problem_file(FIXTURES / "level1" / "not_a_problem.py")
     assert not is_problem_file(FIXTURES / "README.md")
 
 
