@@ -98,6 +98,14 @@ class EvaluatorActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def placement(self) -> dict[str, Any]:
+        """Where Ray put this actor: its process, the GPU ids Ray gave it and the CUDA_VISIBLE_DEVICES its
+        evaluations (and their zygotes) inherit."""
+        import ray
+
+        return {"pid": os.getpid(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
     def close(self) -> None:
         self._evaluator.close()
 
