@@ -186,6 +186,7 @@ class LocalEvaluator:
         for v in range(1, n_variants):
             plan += [(v, "task", None), (v, "normal", None)]
         trials: list[dict[str, Any]] = []
+        checked_kernels: dict[str, int] | None = None  # per kernel, the fewest launches of a plain trial
         worst_abs = worst_rel = 0.0
         peak = ref_peak = None
         for i, (variant, dist, probe) in enumerate(plan):
@@ -201,6 +202,10 @@ class LocalEvaluator:
             if not cfg.allow_torch:
                 _refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(got_reply.get("ops", [])),
                                      set(expected_reply.get("ops", [])))
+            if variant == 0 and dist == "task" and probe is None:
+                kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
+                checked_kernels = kernels if checked_kernels is None else {
+                    k: min(n, kernels.get(k, 0)) for k, n in checked_kernels.items()}
             verdict = compare(expected, got, tolerance)
             worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
             trials.append({"variant": variant, "distribution": dist, "probe": probe, "max_abs_error": verdict.max_abs_error,
@@ -217,6 +222,8 @@ class LocalEvaluator:
 
         meter = EnergyMeter(kind)
         m = measure(ref, cand, cfg, kind, meter)
+        if not cfg.allow_torch:
+            _refuse_other_work_when_timed(checked_kernels or {}, m.candidate_kernels)
         for seed, got in m.kept:
             _, expected = ref.request({"cmd": "run", "variant": 0, "seed": seed}, cfg.run_timeout_s,
                                       "recomputing a timed call")
@@ -309,6 +316,16 @@ def _refuse_pytorch_only(trial: int, launches: int, candidate_ops: set[str], ref
     if recomputes_reference(candidate_ops, reference_ops):
         raise Refused(Status.REJECTED, f"in trial {trial + 1} the candidate recomputes the whole reference with PyTorch "
                                        f"({', '.join(sorted(reference_ops))}); its kernels do none of the work")
+
+
+def _refuse_other_work_when_timed(checked: dict[str, int], timed: dict[str, int]) -> None:
+    """A timed call must launch every kernel a checked call launched, as often: a candidate that can tell checked
+    calls from timed ones (the op trace is visible to it) must not time cheaper work than it was checked on."""
+    for kernel, n in sorted(checked.items()):
+        if timed.get(kernel, 0) < n:
+            raise Refused(Status.REJECTED, f"when timed, the candidate launched {kernel.split(':', 1)[-1]} "
+                                           f"{timed.get(kernel, 0)} time(s) per call against {n} when its results "
+                                           "were checked: the timed calls did other work than the checked ones")
 
 
 _default: LocalEvaluator | None = None

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import hashlib
+import os
 import sys
+import sysconfig
 import time
 import types
 from collections import Counter
@@ -31,8 +34,17 @@ arange scalar_tensor
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
-                    "evaluator.candidate_worker", "evaluator.cuda_build")
+                    "evaluator.candidate_worker", "evaluator.cuda_build", "torch._C", "torch.library")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
+
+# What reaches the harness's own objects (frames, the garbage collector's object graph, raw memory, tracing): refused
+# to code that is not torch's, Triton's or the harness's while the candidate is on the stack (see `install_audit_hook`).
+_REACHING_EVENTS = frozenset({
+    "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
+    "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+})
+_REACHING_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_DISPATCH_KEYS_IGNORED = ("Meta",)  # PyTorch registers meta (shape-only) kernels lazily: no data flows through them
 
 
 class Guards:
@@ -50,6 +62,90 @@ class Guards:
         self.build_client: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]] | None = None
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
         self.collecting = False  # record the builds only (the build stage), returning stubs
+        self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
+        self._dispatch: dict[str, str] = {}
+
+    # -- reaching the harness -------------------------------------------------------------------------------------
+    def install_audit_hook(self) -> None:
+        """Refuse frame, object-graph, tracing and raw-memory access to untrusted code (the candidate's file, code
+        it generates), whether it asks itself or through a standard-library helper (inspect, traceback); installed
+        packages keep their own uses (torch's source locations and TorchScript, typing_extensions, Triton). Without
+        frames the candidate cannot reach the worker, its channel or these guards. Python's audit hooks cannot be
+        removed; every refusal is recorded for the verdict. A package function that hands frames to its caller
+        would get past this: the static policy refuses the ones known (see policy.py)."""
+        paths = sysconfig.get_paths()
+        stdlib_root = os.path.realpath(paths["stdlib"]) + os.sep
+        trusted_roots = tuple({os.path.realpath(p) + os.sep for p in (
+            paths["stdlib"], paths["purelib"], paths["platlib"],
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+        refusals, busy = self.refusals, [False]
+        getframe, realpath = sys._getframe, os.path.realpath
+        kinds: dict[str, str] = {}
+
+        def kind(filename: str) -> str:
+            """'stdlib', 'trusted' (installed packages, the harness) or 'untrusted' (the candidate, generated code)."""
+            known = kinds.get(filename)
+            if known is None:
+                real = filename if filename.startswith("<frozen ") else realpath(filename)
+                known = ("stdlib" if filename.startswith("<frozen ") or real.startswith(stdlib_root) else
+                         "trusted" if real.startswith(trusted_roots) else "untrusted")
+                kinds[filename] = known
+            return known
+
+        def hook(event: str, args: tuple) -> None:
+            if busy[0]:
+                return
+            if event == "object.__getattr__":
+                if len(args) < 2 or args[1] not in _REACHING_ATTRIBUTES:
+                    return
+            elif event not in _REACHING_EVENTS and not event.startswith("ctypes."):
+                return
+            busy[0] = True
+            try:
+                frame = getframe(1)
+                while frame is not None and kind(frame.f_code.co_filename) == "stdlib":
+                    frame = frame.f_back  # inspect, traceback, logging: judged by whoever called them
+                if frame is not None and kind(frame.f_code.co_filename) == "untrusted":
+                    what = f"{event} {args[1]}" if event == "object.__getattr__" else event
+                    refusals.append(f"the candidate reached for the harness's internals ({what})")
+                    raise RuntimeError(f"opforge refused {what}: candidates may not reach frames, the object graph "
+                                       "or raw memory")
+            finally:
+                busy[0] = False
+
+        import logging
+        logging.currentframe = lambda: None  # type: ignore[assignment] # log records need no caller's frame
+        sys.addaudithook(hook)
+
+    # -- PyTorch's dispatcher -------------------------------------------------------------------------------------
+    def install_dispatch_guard(self) -> None:
+        """Refuse kernels registered for PyTorch's existing operators (a Python kernel for aten::clone runs inside
+        the harness's own calls, after the timer has stopped). Operators in new namespaces are fine."""
+        real = torch._C._dispatch_library
+        existing = frozenset(name.split("::")[0] for name in torch._C._dispatch_get_all_op_names())
+        refusals = self.refusals
+
+        def guarded_library(kind: str, ns: str, *args: Any, **kwargs: Any) -> Any:
+            if kind in ("IMPL", "FRAGMENT") and ns in existing:
+                refusals.append(f"the candidate registered kernels for PyTorch's own '{ns}' operators")
+                raise RuntimeError(f"opforge refused a {kind} library for the existing namespace '{ns}': kernels "
+                                   "may be defined for new operators only")
+            return real(kind, ns, *args, **kwargs)
+
+        torch._C._dispatch_library = guarded_library
+
+    def dispatcher_changed(self, deep: bool) -> str | None:
+        """A dispatch or function mode left active (it would see every tensor operation of the harness); with
+        `deep` (about 50 ms), also the first existing operator whose kernels changed since the snapshot, a backstop
+        behind the guard: libraries PyTorch created itself can register kernels too."""
+        if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack():
+            return "a dispatch or function mode left active"
+        if not deep:
+            return None
+        for name, digest in self._dispatch.items():
+            if _dispatch_digest(name) != digest:
+                return f"the kernels of {name}"
+        return None
 
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:
@@ -62,10 +158,17 @@ class Guards:
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
 
+        def counting_kernel(original: Callable) -> Callable:  # keyed by kernel: which kernels ran, not only how many
+            def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+                counter[f"triton:{getattr(getattr(kernel, 'fn', None), '__name__', '?')}"] += 1
+                return original(kernel, *args, **kwargs)
+            run.__wrapped__ = original  # type: ignore[attr-defined]
+            return run
+
         try:
             from triton.runtime import interpreter, jit
-            jit.JITFunction.run = counting(jit.JITFunction.run, "triton")
-            interpreter.InterpretedFunction.run = counting(interpreter.InterpretedFunction.run, "triton")
+            jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
+            interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run)
         except ImportError:
             pass
 
@@ -77,7 +180,7 @@ class Guards:
             for name in dir(module):
                 fn = getattr(module, name)
                 if callable(fn) and not name.startswith("_"):
-                    setattr(proxy, name, counting(fn, "extension"))
+                    setattr(proxy, name, counting(fn, f"extension:{name}"))
             return proxy
 
         real_load_inline, real_load = cpp_extension.load_inline, cpp_extension.load
@@ -102,9 +205,14 @@ class Guards:
     def launch_total(self) -> int:
         return sum(self.launches.values())
 
+    def launches_since(self, before: dict[str, int]) -> dict[str, int]:
+        """Launches per kernel since `before` (a copy of `launches` taken earlier)."""
+        return {k: n - before.get(k, 0) for k, n in self.launches.items() if n > before.get(k, 0)}
+
     # -- tampering ------------------------------------------------------------------------------------------------
     def take_snapshot(self) -> None:
         self.baseline_threads = self.thread_count()
+        self._dispatch = {name: _dispatch_digest(name) for name in torch._C._dispatch_get_all_op_names()}
         for name in _WATCHED_MODULES:
             module = sys.modules.get(name)
             if module is not None:
@@ -153,6 +261,15 @@ class Guards:
                 if any(s < ie and is_ < e for is_, ie in spans):
                     return f"output {i} shares memory with an input (outputs must be fresh tensors)"
         return None
+
+
+def _loaded(*names: str) -> list[types.ModuleType]:
+    return [sys.modules[n] for n in names if n in sys.modules and getattr(sys.modules[n], "__file__", None)]
+
+
+def _dispatch_digest(name: str) -> str:
+    lines = [line for line in torch._C._dispatch_dump(name).splitlines() if not line.startswith(_DISPATCH_KEYS_IGNORED)]
+    return hashlib.blake2b("\n".join(lines).encode(), digest_size=8).hexdigest()
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

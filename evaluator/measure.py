@@ -35,6 +35,11 @@ class SideRecord:
     energy_calls: int = 0
     energy_s: float = 0.0
     blocks: int = 0
+    kernels: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+
+    def saw_kernels(self, fewest: dict[str, int]) -> None:
+        self.kernels = fewest if self.kernels is None else {k: min(n, fewest.get(k, 0))
+                                                              for k, n in self.kernels.items()}
 
     def done(self, cfg: EvalConfig) -> bool:
         n = len(self.samples_ms)
@@ -51,6 +56,7 @@ class Measurement:
     energy_j: float | None
     power_w: float | None
     reference_energy_j: float | None = None
+    candidate_kernels: dict[str, int] = field(default_factory=dict)  # fewest launches per kernel in a timed call
 
 
 def fresh_seed() -> int:
@@ -83,7 +89,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
             rec.kept.append((seed, tensors))
             previous = time.perf_counter()
         if next_seed is None:
-            conn.recv(cfg.run_timeout_s, "finishing its timed calls")
+            final, _ = conn.recv(cfg.run_timeout_s, "finishing its timed calls")
+            rec.saw_kernels({str(k): int(n) for k, n in (final.get("kernels") or {}).items()})
             break
         seed = next_seed
     elapsed = time.perf_counter() - start
@@ -118,7 +125,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         power = cand.energy_j / cand.energy_s if cand.energy_s > 0 else None
     ref_energy = ref.energy_j / ref.energy_calls if ref.energy_calls else None
     return Measurement(Timing.from_samples(ref.samples_ms), Timing.from_samples(cand.samples_ms), cand.kept,
-                       energy, power, ref_energy)
+                       energy, power, ref_energy, cand.kernels or {})
 
 
 def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:

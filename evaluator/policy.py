@@ -62,6 +62,13 @@ BANNED_ATTRIBUTES: dict[str, tuple[frozenset[str] | None, str]] = {
     "spawnv": (_OS, "starts processes"), "posix_spawn": (_OS, "starts processes"), "remove": (_OS, "deletes files"),
     "unlink": (_OS, "deletes files"), "rmdir": (_OS, "deletes files"), "chdir": (_OS, "changes directory"),
     "write_text": (_ANY, "writes files"), "write_bytes": (_ANY, "writes files"), "exit": (_OS, "exits early"),
+    "tb_frame": (_ANY, "reads the harness's frames"), "f_back": (_ANY, "reads the harness's frames"),
+    "f_locals": (_ANY, "reads the harness's frames"), "f_globals": (_ANY, "reads the harness's frames"),
+    "gi_frame": (_ANY, "reads the harness's frames"), "cr_frame": (_ANY, "reads the harness's frames"),
+    "ag_frame": (_ANY, "reads the harness's frames"), "_current_frames": (_ANY, "reads the harness's frames"),
+    "createResolutionCallbackFromFrame": (_ANY, "reads the harness's frames"),
+    "set_eval_frame": (_ANY, "intercepts the harness's frames"),
+    "_dispatch_library": (_ANY, "replaces PyTorch's own kernels"),
 }
 PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "np", "numpy", "os", "sys", "math", "random"}
 REFERENCE_NAMES = {"Model", "get_inputs", "get_init_inputs"}

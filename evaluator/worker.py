@@ -53,7 +53,10 @@ class Worker:
             except ChannelClosed:
                 return
             except Exception as exc:  # a failure of the code under test, reported as data
-                self.ch.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
+                if self.enforce and self.guards.refusals:
+                    self.ch.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
+                else:
+                    self.ch.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
 
     def cmd_load(self, cmd: dict[str, Any]) -> None:
         device = torch.device(cmd["device"])
@@ -88,7 +91,10 @@ class Worker:
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a failure too
             from evaluator.cuda_build import CompileFailed, NoCudaDevice
-            if isinstance(exc, NoCudaDevice):
+            if self.guards.refusals:
+                self.ch.send({"status": "rejected", "reason": f"{self.guards.refusals[0]} (while being imported)",
+                              "log": _tail()})
+            elif isinstance(exc, NoCudaDevice):
                 self.ch.send({"status": "runtime_error", "reason": str(exc)})
             elif isinstance(exc, CompileFailed):
                 self.ch.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
@@ -133,7 +139,7 @@ class Worker:
             if inputs is None:
                 return
         before = [self._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
-        launches0 = self.guards.launch_total()
+        launches0 = dict(self.guards.launches)
         cuda = timer.cuda
         if cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -155,7 +161,8 @@ class Worker:
             report["probe"] = probe
         if cuda:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
-        report["launches"] = self.guards.launch_total() - launches0
+        kernels = self.guards.launches_since(launches0)
+        report["launches"], report["kernels"] = sum(kernels.values()), kernels
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
             self.ch.send(report)
             return
@@ -182,9 +189,13 @@ class Worker:
             while timing.now_ms() < deadline:
                 timer.time_call(model, warm_inputs)
             del warm_inputs
+            fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
+                launches0 = dict(self.guards.launches)
                 ms, out = timer.time_call(model, inputs)
+                kernels = self.guards.launches_since(launches0)
+                fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
                 kept = [self._clone(o) for o in as_outputs(out) if isinstance(o, torch.Tensor)]
                 problems = self._problem(as_outputs(out), inputs, None)
                 if self.enforce and any(problems):
@@ -197,11 +208,11 @@ class Worker:
                     self.ch.send({"status": "kept"}, kept)
                 del kept
                 seed = reply.get("next_seed")
-        problem = self._refuse_reason()
+        problem = self._refuse_reason(deep=True)
         if self.enforce and problem:
             self.ch.send({"status": "rejected", "reason": f"during timing: {problem}"})
             return
-        self.ch.send({"status": "timed"})
+        self.ch.send({"status": "timed", "kernels": fewest or {}})
 
     def cmd_batch(self, cmd: dict[str, Any]) -> None:
         """Build inputs for every seed, then (if asked) call the model on each once; the driver times the round trip."""
@@ -214,9 +225,12 @@ class Worker:
         if cmd.get("calls"):
             with torch.set_grad_enabled(self.grad):
                 for inputs in batches:
-                    model(*inputs)
+                    # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
+                    for out in as_outputs(model(*inputs)):
+                        if isinstance(out, torch.Tensor):
+                            self._clone(out)
             timer.sync()
-        problem = self._refuse_reason() if self.enforce else None
+        problem = self._refuse_reason(deep=True) if self.enforce else None
         self.ch.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
@@ -234,7 +248,9 @@ class Worker:
         events = sorted(prof.key_averages(), key=lambda e: -_self_time_us(e, timer.cuda))[:12]
         for e in events:
             metrics[f"{e.key} self_{'cuda' if timer.cuda else 'cpu'}_us"] = round(_self_time_us(e, timer.cuda), 3)
-        for label, n in self.guards.launches.items():
+        for label, n in self.guards.launches.items():  # per kind (triton, extension) and per kernel
+            kind = label.split(":", 1)[0]
+            metrics[f"launches.{kind}"] = metrics.get(f"launches.{kind}", 0.0) + n
             metrics[f"launches.{label}"] = float(n)
         self.ch.send({"status": "profiled", "profile": metrics})
 
@@ -293,11 +309,17 @@ class Worker:
                     break
         return threads, self.guards.output_problem(outputs, inputs), mutated
 
-    def _refuse_reason(self) -> str | None:
-        """The costlier checks, run after loading, after each correctness call and after each timing block."""
+    def _refuse_reason(self, deep: bool = False) -> str | None:
+        """The costlier checks, run after loading, after each correctness call and after each timing block; `deep`
+        (after loading, timing blocks and batches) adds a comparison of PyTorch's whole dispatch table."""
+        if self.guards.refusals:
+            return self.guards.refusals[0]
         changed = self.guards.tampered()
         if changed:
             return f"the candidate replaced {changed}, which the harness relies on"
+        dispatch = self.guards.dispatcher_changed(deep)
+        if dispatch:
+            return f"the candidate changed PyTorch's dispatcher ({dispatch}), which the harness's own calls go through"
         spawned = process_tree.live_children(os.getpid())
         if spawned:
             return f"the candidate started {len(spawned)} process(es) that are still running"
@@ -307,7 +329,7 @@ class Worker:
         return None
 
     def _refuse_if_tampered(self, when: str) -> bool:
-        reason = self._refuse_reason() if self.enforce else None
+        reason = self._refuse_reason(deep=True) if self.enforce else None
         if reason:
             self.ch.send({"status": "rejected", "reason": f"{reason} ({when})"})
         return bool(reason)

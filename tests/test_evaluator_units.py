@@ -112,3 +112,52 @@ def test_rse_stopping_rule():
     assert relative_standard_error([1.0] * 50) == 0.0
     assert 0 < relative_standard_error([1.0, 1.1, 0.9, 1.05]) < 0.1
     assert Timing.from_samples([1, 2, 3, 4, 100]).median_ms == 3
+
+
+# -- the dispatcher and the kernels a timed call launches -----------------------------------------------------------
+
+
+def test_dispatcher_backstop_names_an_operator_whose_kernels_changed_and_a_mode_left_active():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from evaluator.guards import Guards
+
+    guards = Guards()
+    guards.take_snapshot()
+    assert guards.dispatcher_changed(deep=True) is None
+    library = torch.library.Library("aten", "IMPL")  # not through the guard: a library PyTorch itself could hold
+    try:
+        library.impl("clone", lambda t, memory_format=None: t, "CPU")
+        assert guards.dispatcher_changed(deep=False) is None  # the cheap check looks at modes only
+        assert guards.dispatcher_changed(deep=True) == "the kernels of aten::clone"
+    finally:
+        library._destroy()
+    assert guards.dispatcher_changed(deep=True) is None
+    mode = TorchDispatchMode()
+    mode.__enter__()
+    try:
+        assert guards.dispatcher_changed(deep=False) == "a dispatch or function mode left active"
+    finally:
+        mode.__exit__(None, None, None)
+
+
+def test_timed_calls_must_launch_every_kernel_a_checked_call_launched():
+    from evaluator.connection import Refused
+    from evaluator.evaluate import _refuse_other_work_when_timed
+
+    _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 2, "triton:extra": 1})
+    _refuse_other_work_when_timed({}, {})
+    with pytest.raises(Refused, match="launched k 1 time"):
+        _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 1})
+    with pytest.raises(Refused, match="launched relu 0 time"):
+        _refuse_other_work_when_timed({"extension:relu": 1}, {"triton:k": 3})
+
+
+@pytest.mark.parametrize("source", [
+    "try:\n    raise RuntimeError\nexcept RuntimeError as e:\n    f = e.__traceback__.tb_frame\n",
+    "def g():\n    yield 1\nframe = g().gi_frame\n",
+    "import torch\nset_it = torch._dynamo.eval_frame.set_eval_frame\n",
+    "import torch\nlib = torch.library._dispatch_library\n",
+])
+def test_policy_names_frame_and_dispatcher_access(source):
+    assert check_source(source), source
