@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"opforge: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("opforge: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a command may say what was kept and how to continue (see optimize)
+        detail = str(exc).strip()
+        print(f"opforge: interrupted{'; ' + detail if detail else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `opforge ... | head`: the reader left; nothing more to say
         sys.stderr.close()

@@ -127,22 +127,42 @@ def write_parquet(records: Iterable[dict[str, Any]], path: Path) -> int:
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Records from a .jsonl or .parquet file written by this module (any schema version up to ours)."""
+    if path.is_dir():
+        raise DatasetError(f"{path} is a directory, not a file; give the kernels.jsonl or kernels.parquet file.")
     if not path.is_file():
         raise DatasetError(f"{path}: no such dataset file.")
     if path.suffix == ".parquet":
         pa = _pyarrow()
-        rows = pa.parquet.read_table(path).to_pylist()
-        records = [{k: (json.loads(v) if k in NESTED and isinstance(v, str) else v) for k, v in r.items()}
-                   for r in rows]
+        try:
+            rows = pa.parquet.read_table(path).to_pylist()
+        except (pa.ArrowException, OSError):
+            raise DatasetError(f"{path}: cannot be read as a Parquet file; it is damaged or not Parquet.") from None
+        try:
+            records = [{k: (json.loads(v) if k in NESTED and isinstance(v, str) else v) for k, v in r.items()}
+                       for r in rows]
+        except ValueError:
+            raise DatasetError(f"{path}: a nested field is not valid JSON; it is not an opforge dataset.") from None
     else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise DatasetError(f"{path}: cannot be read as UTF-8 text; a .jsonl dataset is JSON Lines text (give a "
+                               ".parquet file its .parquet suffix).") from None
+        except OSError as exc:
+            raise DatasetError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
         records = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except ValueError:
                 raise DatasetError(f"{path}: line {number} is not a JSON object.") from None
+            if not isinstance(record, dict):
+                raise DatasetError(f"{path}: line {number} is not a JSON object.")
+            records.append(record)
+    if not records:
+        raise DatasetError(f"{path} holds no records.")
     for number, r in enumerate(records, start=1):
         missing = [k for k in ("schema_version", "reference_source", "candidate_source", "task_name") if k not in r]
         if missing:

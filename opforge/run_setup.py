@@ -4,12 +4,14 @@ kernel, configuration, budget), checked before anything is written."""
 from __future__ import annotations
 
 import argparse
+import ast
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import builtin_task, seed_for
+from benchmarks import builtin_task, list_suites, seed_for
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.cli import UsageError
 from opforge.coders import add_llm_arguments, llm_config, resolve_coder
@@ -85,14 +87,26 @@ def resolve_task(name_or_path: str) -> Task:
     try:
         if path.exists():
             return load_task(path)
-        if path.suffix == ".py" and ("/" in name_or_path or path.parent != Path(".")):
-            raise UsageError(f"{name_or_path}: no such task file.")
         try:
             return load_task(builtin_task(name_or_path))
         except ValueError as exc:
+            if _names_a_file(name_or_path) and str(exc).startswith("There is no built-in task"):
+                raise UsageError(f"{name_or_path}: no such task file.") from None
             raise UsageError(f"{str(exc).rstrip('.')}, or give the path of a task file.") from None
     except TaskError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _names_a_file(name: str) -> bool:
+    """Whether a name that is no built-in task was meant as a path: it ends in .py, or it has a path separator that
+    does not follow a suite's name (`tiny/softmx` is a mistyped built-in name; `src/t.py`, `./t`, `/x/t` are files)."""
+    if name.endswith(".py"):
+        return True
+    seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    if not any(sep in name for sep in seps):
+        return False
+    head = name.replace(os.sep, "/").split("/", 1)[0]
+    return head not in (*list_suites(), "all")
 
 
 def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_scratch: bool = False
@@ -109,10 +123,48 @@ def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_
     if path is None:
         raise UsageError(f"{task.label} has no seed kernel beside it ({task.name}.seed.py); give the starting kernel "
                          "with --seed-kernel FILE.")
+    if Path(path).is_dir():
+        raise UsageError(f"{path} is a directory, not a file; give --seed-kernel a kernel's .py file.")
     try:
-        return load_candidate(path, origin="seed")
+        seed = load_candidate(path, origin="seed")
     except CandidateFileError as exc:
         raise UsageError(str(exc)) from None
+    _check_defines_model_new(path, seed.source)
+    return seed
+
+
+def _check_defines_model_new(path: Path, source: str) -> None:
+    """A cheap static check that the seed kernel can load at all (as the web form's check_seed): valid Python with a
+    top-level ModelNew (a class, or a name bound by assignment or import), so a wrong file fails here rather than as
+    the run's compile_error."""
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise UsageError(f"{path}: syntax error on line {exc.lineno}: {exc.msg}; fix the seed kernel.") from None
+    except ValueError:  # null bytes
+        raise UsageError(f"{path}: the seed kernel is not Python source.") from None
+    if not _binds_model_new(tree.body):
+        raise UsageError(f"{path}: not a kernel file: it does not define class ModelNew (a candidate defines "
+                         "ModelNew with Model's constructor signature).")
+
+
+def _binds_model_new(body: list[ast.stmt]) -> bool:
+    for node in body:
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(n, ast.Name) and n.id == "ModelNew" for t in targets for n in ast.walk(t)):
+                return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name) == "ModelNew" for a in node.names):
+                return True
+        if isinstance(node, (ast.If, ast.Try, ast.With)):  # `if HAS_TRITON: class ModelNew ...`, try/except
+            nested = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                      *(s for h in getattr(node, "handlers", []) for s in h.body)]
+            if _binds_model_new(nested):
+                return True
+    return False
 
 
 def queue_run(store: Store, plan: RunPlan, label: str, priority: int, use_archive: bool,

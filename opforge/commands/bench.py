@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
                         ("--workers", args.workers)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be a positive whole number, not {value}.")
-    if (args.suite is None) == (args.resume is None):
+    if args.suite is not None and args.resume is not None:
         raise UsageError("Give either --suite NAME|PATH to start a bench or --resume BENCH_ID, not both.")
+    if args.suite is None and args.resume is None:
+        raise UsageError("Give --suite NAME|PATH to start a bench, or --resume BENCH_ID to continue one.")
     try:
         store = get_store(args.db)
     except StoreError as exc:

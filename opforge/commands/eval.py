@@ -37,22 +37,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def require_device(device: str) -> None:
+    """--device cuda on a machine without CUDA: one sentence here, not a traceback (or a blamed task) later."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda was given but there is no CUDA device here (PyTorch sees none); use "
+                             "--device cpu or auto.")
+
+
+def require_file(path: str, what: str) -> None:
+    """A folder where a file is expected, said as such (a missing file is the loader's to report)."""
+    if Path(path).expanduser().is_dir():
+        raise UsageError(f"{path} is a directory, not a file; give the {what} file.")
+
+
 def config_from(args: argparse.Namespace) -> EvalConfig:
+    if not args.timing_s > 0:
+        raise UsageError(f"--timing-s must be a positive number of seconds, not {args.timing_s}.")
     cfg = {"device": args.device, "allow_torch": args.allow_torch, "max_timing_s": args.timing_s,
            "sandbox": args.sandbox,
            "compile_baseline": args.compile_baseline}
     if args.timeout is not None:
-        if args.timeout <= 0:
+        if not args.timeout > 0:
             raise UsageError("--timeout must be a positive number of seconds.")
         cfg.update(compile_timeout_s=args.timeout, run_timeout_s=args.timeout)
     return EvalConfig(**cfg)
 
 
 def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    require_file(args.task, "task")
+    require_file(args.candidate, "candidate")
     try:
         task = load_task(args.task)
         candidate = load_candidate(args.candidate)
-        result = evaluate(task, candidate, config_from(args))
+        require_device(args.device)
+        result = evaluate(task, candidate, config)
     except (TaskError, CandidateFileError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from typing import Any
 
 from evaluator import Task, TaskError
@@ -47,11 +49,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("Name a task (a task file or a built-in name such as softmax), or give --resume RUN_ID.")
     store = _open_store(args.db)
     runner: Runner | None = None
+    run_record: RunRecord | None = None
     try:
         if args.resume is not None:
             run_record, task = _resume(store, args)
             done = run_done(store, run_record.id)
             limit = Budget.from_json(run_record.budget).max_candidates
+            if done < limit:
+                print(f"opforge: resuming run {run_record.id} on {task.name}: {done} of {limit} candidates evaluated",
+                      file=sys.stderr, flush=True)
             if done >= limit:  # nothing left to do: no workers to start
                 outcome = RunOutcome(run_record.id, run_record.status, done,
                                      f"run {run_record.id} had already reached its budget of {limit} candidates", None)
@@ -69,10 +75,20 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except (StoreError, SearchError, TaskError) as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        if run_record is None:
+            raise
+        raise KeyboardInterrupt(resume_hint(run_record.id, args.db)) from None
     finally:
         if runner is not None:
             runner.close()
         store.close()
+
+
+def resume_hint(run_id: int, db: str | None) -> str:
+    """What an interrupted run's user reads after `opforge: interrupted; `."""
+    again = ["opforge", "optimize", "--resume", str(run_id)] + (["--db", db] if db else [])
+    return f"run {run_id} is kept: continue it with {shlex.join(again)}"
 
 
 def _open_store(url: str | None) -> Store:

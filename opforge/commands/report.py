@@ -18,7 +18,10 @@ from store import StoreError, get_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write an HTML report (with CSV and JSON) of a run or of a suite's leaderboard",
+    # --out is required, but checked in run() (one `opforge:` sentence, exit 2) rather than by argparse: the usage
+    # line says so by hand.
+    p = sub.add_parser("report", usage="opforge report [-h] (RUN_ID | --suite SUITE) --out DIR [--db URL]",
+                       help="write an HTML report (with CSV and JSON) of a run or of a suite's leaderboard",
                        description="Write DIR/index.html, one self-contained page (inline CSS and SVG charts, no "
                                    "script, nothing fetched), and the same data as CSV and JSON beside it. For a run: "
                                    "search progress, speedup distribution, speed vs energy with its Pareto front, the "
@@ -28,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_id", type=int, nargs="?", metavar="RUN_ID", help="the run to report on")
     p.add_argument("--suite", help="report on a suite's leaderboard instead (a built-in name or the folder a bench "
                                    "ran on)")
-    p.add_argument("--out", metavar="DIR", help="the folder to write into (created when missing)")
+    p.add_argument("--out", metavar="DIR", help="required: the folder to write into (created when missing)")
     p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
     p.set_defaults(run=run)
 

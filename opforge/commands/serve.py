@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
+import socket
 import sys
 
 from opforge.cli import UsageError
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         from opforge.web import create_app
     except ModuleNotFoundError as exc:
         raise UsageError(f"opforge serve needs {exc.name}: pip install fastapi uvicorn python-multipart.") from None
+    check_bind(args.host, args.port)
     token = os.environ.get("OPFORGE_TOKEN") or None
     try:
         store = get_store(args.db)
@@ -65,6 +68,26 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
+
+
+def check_bind(host: str, port: int) -> None:
+    """Bind host:port once and let go at once, so a taken port or an unknown host is one sentence before the banner,
+    not uvicorn's error after it (the server binds again a moment later, as uvicorn does: with SO_REUSEADDR)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"--host {host} is not an address this machine can listen on ({reason}).") from None
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"Port {port} on {host} is already in use; stop what listens there or give another "
+                             "--port.") from None
+        raise UsageError(f"Cannot listen on {host} port {port}: {exc.strerror or exc}.") from None
 
 
 def _loopback(host: str) -> bool:

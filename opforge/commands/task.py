@@ -16,6 +16,7 @@ from benchmarks.kernelbench import problems
 from evaluator import TaskError, TaskReport, default_evaluator, load_task
 from evaluator.evaluate import META_NOTE
 from opforge.cli import UsageError
+from opforge.commands.eval import require_device
 
 CLEAN, DEGENERATE, UNUSABLE = 0, 1, 2
 
@@ -42,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    if not args.meta:
+        require_device(args.device)
     paths = _expand(args.task)
     single = len(paths) == 1 and not Path(args.task[0]).is_dir()
     counts = {CLEAN: 0, DEGENERATE: 0, UNUSABLE: 0}
@@ -50,12 +53,12 @@ def run_check(args: argparse.Namespace) -> int:
             task = load_task(path)
             report = default_evaluator().check_task(task, "meta" if args.meta else args.device)
         except TaskError as exc:
+            if args.json:  # a single task too: scripts read the record; the sentence still goes to stderr
+                print(json.dumps({"task": path, "ok": False, "unusable": str(exc)}), flush=True)
             if single:
                 raise UsageError(str(exc)) from None
             counts[UNUSABLE] += 1
-            if args.json:
-                print(json.dumps({"task": path, "ok": False, "unusable": str(exc)}), flush=True)
-            else:
+            if not args.json:
                 print(f"unusable  {path}\n  {exc}", flush=True)
             continue
         verdict = DEGENERATE if report.degenerate else CLEAN
