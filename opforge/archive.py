@@ -17,8 +17,8 @@ archived kernel, and a run (or a leaderboard bench, `--no-archive`) can refuse t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agents.proposal import Scored
@@ -118,6 +118,11 @@ def find(store: Store, task: TaskRecord, device: str | None = None) -> Offer:
     room = max(0, MAX_INSPIRATIONS - len(related))
     return Offer(tuple(seeds), tuple(related[:MAX_INSPIRATIONS]), own, tuple(others[:room]))
 
+
+def only_seeds(offer: Offer, digests: Set[str]) -> Offer:
+    """The offer with only the seeds whose sources are among `digests` (those the run's budget had room for)."""
+    return replace(offer, seeds=tuple(e for e in offer.seeds if e.candidate.digest in digests),
+                   imported_seeds=tuple((t, c) for t, c in offer.imported_seeds if c.digest in digests))
 
 
 def seed_candidates(offer: Offer) -> list[Candidate]:

@@ -95,15 +95,21 @@ def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[
               bench_id: int | None = None, use_archive: bool = False, device: str | None = None) -> RunRecord:
     """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
     first round writes kernels from the reference. With `use_archive`, the task's fastest earlier kernels join
-    generation 0 and related tasks' kernels are noted as inspirations (see `opforge.archive`)."""
+    generation 0 and related tasks' kernels are noted as inspirations (see `opforge.archive`).
+
+    Generation 0 never outgrows the budget: the seed comes first, then as many archived kernels (fastest first) as
+    the budget leaves room for; the run's configuration names only those it took."""
     task_record = store.add_task(task)
     offer = None
     if use_archive:
         task_record = ensure_task_work(store, task_record, task)
         offer = archive.find(store, task_record, device)
+    seeds = _fit_budget(([seed] if seed is not None else []) + (archive.seed_candidates(offer) if offer else []),
+                        budget.max_candidates)
+    if offer is not None:
+        offer = archive.only_seeds(offer, {c.digest for c in seeds})
     config = {**config, "archive": offer.to_json() if offer else {"enabled": False}}
     run = store.create_run(task_record.id, config, budget.to_json(), bench_id=bench_id)
-    seeds = ([seed] if seed is not None else []) + (archive.seed_candidates(offer) if offer else [])
     ids: list[int] = []
     for i, candidate in enumerate(seeds):
         record, _ = store.add_candidate(run.id, task_record.id, candidate, generation=0, island=i)
@@ -112,6 +118,16 @@ def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[
     if ids:
         store.enqueue(run.id, ids)
     return run
+
+
+def _fit_budget(seeds: Sequence[Candidate], max_candidates: int) -> list[Candidate]:
+    """The first `max_candidates` distinct kernels (by source digest) of `seeds`, in order."""
+    out: dict[str, Candidate] = {}
+    for candidate in seeds:
+        if len(out) >= max_candidates:
+            break
+        out.setdefault(candidate.digest, candidate)
+    return list(out.values())
 
 
 def ensure_task_work(store: Store, record: TaskRecord, task: Task) -> TaskRecord:
@@ -256,7 +272,9 @@ class Search:
         return None
 
     def _submit_queued(self) -> None:
-        free = self.runner.capacity - len(self.inflight)
+        # Never past the budget, whatever the queue holds (generation 0 of an older run, a resumed run's queue).
+        room = self.budget.max_candidates - self.done - len(self.inflight)
+        free = min(self.runner.capacity - len(self.inflight), room)
         if free <= 0 or self.queued <= 0:
             return
         claimed = self.store.claim_pending(self.run_id, free)

@@ -5,6 +5,7 @@ These read plain columns (not ORM objects): a history of 100,000 candidates must
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 from sqlalchemy import func, select, union
@@ -48,11 +49,26 @@ def history(session: Session, run_id: int, device: str | None = None) -> list[Sc
     if device is not None:
         evals = evals.where(E.c.device_name == device)
     best: dict[int, EvaluationRecord] = {}
-    # One verdict per candidate: the given device's; otherwise this run's own, then the latest.
-    records = map(evaluation_from_values, session.execute(evals).all())
-    for ev in sorted(records, key=lambda ev: (ev.run_id == run_id, ev.id)):
+    records = list(map(evaluation_from_values, session.execute(evals).all()))
+    rank = verdict_rank(run_id, run_device(session, run_id))
+    for ev in sorted(records, key=lambda ev: rank(ev.run_id, ev.result.device.name, ev.id)):
         best[ev.candidate_id] = ev
     return [ScoredCandidate(rec, best.get(rec.id)) for rec in map(candidate_from_values, cands)]
+
+
+def run_device(session: Session, run_id: int) -> str | None:
+    """The device the run evaluates on: that of its latest own evaluation (None before it has recorded one)."""
+    return session.execute(select(E.c.device_name).where(E.c.run_id == run_id)
+                           .order_by(E.c.id.desc()).limit(1)).scalar()
+
+
+def verdict_rank(run_id: int, device: str | None):  # noqa: ANN201 - a sort key
+    """Which of a candidate's verdicts is the run's (the highest ranks): one the run recorded itself; otherwise one on
+    the run's device (a kernel another run had already measured there is not measured twice: the store keeps one
+    verdict per candidate and device); then the latest. `history` and `run_totals` both choose with it, so `opforge
+    show`, `opforge runs` and the API agree on a run's results and best."""
+    return lambda ev_run_id, ev_device, ev_id: (ev_run_id == run_id, device is not None and ev_device == device,
+                                                ev_id)
 
 
 def top_k(session: Session, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
@@ -87,9 +103,19 @@ def candidates_by_id(session: Session, ids: Sequence[int]) -> dict[int, Candidat
 
 
 def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> RunTotals:
-    mine = E.c.run_id == run.id
-    by_status = {s: n for s, n in session.execute(select(E.c.status, func.count()).where(mine).group_by(E.c.status))}
-    best = session.execute(select(func.max(E.c.speedup)).where(mine, E.c.status == Status.OK.value)).scalar()
+    """Statuses and best speedup over the run's verdicts, chosen as `history` chooses them: a candidate the run
+    queued that another run had already measured on the same device counts with that verdict (the store keeps one
+    verdict per candidate and device, so such a re-evaluation records no row of its own)."""
+    members = run_members(run.id).subquery()
+    rows = session.execute(select(E.c.candidate_id, E.c.run_id, E.c.device_name, E.c.id, E.c.status, E.c.speedup)
+                           .where(E.c.candidate_id.in_(select(members.c.id)))).all()
+    rank = verdict_rank(run.id, run_device(session, run.id))
+    chosen: dict[int, tuple[str, float | None]] = {}
+    for cid, _, _, _, status, speedup in sorted(rows, key=lambda r: rank(r[1], r[2], r[3])):
+        chosen[cid] = (status, speedup)
+    by_status = dict(Counter(status for status, _ in chosen.values()))
+    fast = [s for status, s in chosen.values() if status == Status.OK.value and s is not None and s > 0]
+    best = max(fast) if fast else None
     return RunTotals(
         run_id=run.id,
         evaluated=run.evaluated,

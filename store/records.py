@@ -128,7 +128,7 @@ class ScoredCandidate:
 class RunTotals:
     run_id: int
     evaluated: int  # evaluations this run recorded
-    by_status: Mapping[str, int]  # Status value -> count, over those evaluations
+    by_status: Mapping[str, int]  # Status value -> count, over the run's verdicts (one per candidate, as history)
     best_speedup: float | None
     gpu_s: float
     cost_usd: float
