@@ -224,6 +224,7 @@ class LocalEvaluator:
         m = measure(ref, cand, cfg, kind, meter)
         if not cfg.allow_torch:
             _refuse_other_work_when_timed(checked_kernels or {}, m.candidate_kernels)
+        cand.request({"cmd": "check"}, cfg.run_timeout_s, "the checks after timing")
         for seed, got in m.kept:
             _, expected = ref.request({"cmd": "run", "variant": 0, "seed": seed}, cfg.run_timeout_s,
                                       "recomputing a timed call")

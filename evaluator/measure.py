@@ -23,6 +23,7 @@ from evaluator.result import Status, Timing
 from evaluator.timing import relative_standard_error
 
 KEEP_PROBABILITY = 0.2
+DEEP_CHECK_PROBABILITY = 0.25  # timing blocks after which the candidate's worker compares the whole dispatch table
 
 
 @dataclass
@@ -83,7 +84,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
         stop = (now - start) >= budget_s or len(rec.samples_ms) >= cfg.max_reps
         next_seed = None if stop else fresh_seed()
-        conn.send({"keep": keep, "next_seed": next_seed})
+        check = next_seed is None and random.random() < DEEP_CHECK_PROBABILITY
+        conn.send({"keep": keep, "next_seed": next_seed, "check": check})
         if keep:
             _, tensors = conn.recv(cfg.run_timeout_s, "returning a timed call's outputs")
             rec.kept.append((seed, tensors))

@@ -91,6 +91,8 @@ def main() -> None:
     import torch.utils.cpp_extension  # noqa: F401
     import torch.profiler  # noqa: F401
 
+    if role == "candidate":
+        evaluator.guards.prime_dispatch_snapshot()
     control = socket.socket(fileno=control_fd)
     process_tree.set_subreaper()
     if role == "reference":

@@ -123,7 +123,7 @@ def test_dispatcher_backstop_names_an_operator_whose_kernels_changed_and_a_mode_
     from evaluator.guards import Guards
 
     guards = Guards()
-    guards.take_snapshot()
+    guards.take_snapshot(dispatcher=True)
     assert guards.dispatcher_changed(deep=True) is None
     library = torch.library.Library("aten", "IMPL")  # not through the guard: a library PyTorch itself could hold
     try:
