@@ -229,3 +229,9 @@ def test_task_check_json_of_one_unusable_task_prints_the_record(tmp_path: Path, 
     [record] = [json.loads(line) for line in out.splitlines()]
     assert record["task"] == str(bad) and record["ok"] is False and "syntax error" in record["unusable"]
     _one_sentence(err, str(bad))
+
+
+def test_show_refuses_source_with_json(capsys, tmp_path: Path) -> None:  # noqa: ANN001
+    rc, out, err = _run(capsys, "show", "1", "--json", "--source", "--db", f"sqlite:///{tmp_path / 's.db'}")
+    assert rc == 2 and out == ""
+    _one_sentence(err, "--source", "--json")

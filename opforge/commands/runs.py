@@ -71,6 +71,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    if args.source and args.json:
+        raise UsageError("Give either --source (the best kernel's code) or --json (the whole report), not both.")
     store = _open_store(args.db)
     try:
         report = run_report(store, args.run_id)
