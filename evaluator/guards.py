@@ -51,6 +51,7 @@ class Guards:
     def __init__(self) -> None:
         # Captured before the candidate exists: later patches of these names do not reach the harness.
         self.now_ns: Callable[[], int] = time.perf_counter_ns
+        self.cpu_s: Callable[[], float] = time.process_time  # every thread of this process, PyTorch's pools too
         self.thread_count: Callable[[], int] = _thread._count
         self.exact_type = builtins.type
         self.tensor_type = torch.Tensor

@@ -22,6 +22,9 @@ from evaluator.task_runtime import TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
 CANDIDATE_MODULE = "opforge_candidate"
+IDLE_MIN_WINDOW_S = 0.05   # idle windows shorter than this are not judged
+IDLE_CPU_FLOOR_S = 0.05    # CPU a worker may use while idle (message handling), and
+IDLE_CPU_SHARE = 0.25      # the share of the idle window it may use, whichever is larger
 
 
 class Worker:
@@ -40,6 +43,7 @@ class Worker:
 
     # -- commands -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
+        idle_from: tuple[int, float] | None = None  # (wall ns, process CPU s) when the last command ended
         while True:
             try:
                 cmd, _ = self.ch.recv()
@@ -48,6 +52,8 @@ class Worker:
             name = cmd.get("cmd")
             if name == "exit":
                 return
+            if idle_from is not None and self.enforce:
+                self._check_idle(*idle_from)
             try:
                 getattr(self, f"cmd_{name}")(cmd)
             except ChannelClosed:
@@ -57,6 +63,17 @@ class Worker:
                     self.ch.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
                 else:
                     self.ch.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
+            idle_from = (self.guards.now_ns(), self.guards.cpu_s())
+
+    def _check_idle(self, wall0_ns: int, cpu0_s: float) -> None:
+        """Between commands the worker only waits for the driver (the reference is being run or timed): CPU spent
+        then is work in threads the thread count does not see (a callback on PyTorch's inter-op pool), which could
+        finish results late or slow the reference down. It is recorded, and refused at the next check."""
+        wall_s = (self.guards.now_ns() - wall0_ns) / 1e9
+        cpu_s = self.guards.cpu_s() - cpu0_s
+        if wall_s >= IDLE_MIN_WINDOW_S and cpu_s > max(IDLE_CPU_FLOOR_S, IDLE_CPU_SHARE * wall_s):
+            self.guards.refusals.append(f"the candidate's process used {cpu_s:.2f} s of CPU in {wall_s:.2f} s while "
+                                        "it had nothing to do (work running in the background)")
 
     def cmd_load(self, cmd: dict[str, Any]) -> None:
         device = torch.device(cmd["device"])
