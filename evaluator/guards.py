@@ -11,6 +11,7 @@ import _thread
 import builtins
 import hashlib
 import os
+import random
 import sys
 import sysconfig
 import time
@@ -34,7 +35,8 @@ arange scalar_tensor
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
-                    "evaluator.candidate_worker", "evaluator.cuda_build", "torch._C", "torch.library")
+                    "evaluator.worker", "evaluator.process_tree", "evaluator.cuda_build", "torch._C",
+                    "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket", "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
 
 # What reaches the harness's own objects (frames, the garbage collector's object graph, raw memory, tracing): refused
@@ -44,7 +46,30 @@ _REACHING_EVENTS = frozenset({
     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
 _REACHING_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-_DISPATCH_KEYS_IGNORED = ("Meta",)  # PyTorch registers meta (shape-only) kernels lazily: no data flows through them
+# Library code that may use frames while the candidate is on the stack: file (its path's ending) -> function name
+# ("*": any) -> the files its caller must be in for the frames to stay inside (empty: whoever calls it).
+_FRAME_USERS: dict[str, dict[str, frozenset[str]]] = {
+    "typing.py": {"*": frozenset()},                 # module names for TypeVar, NewType, NamedTuple...
+    "typing_extensions.py": {"*": frozenset()},
+    "collections/__init__.py": {"*": frozenset()},   # namedtuple's __module__
+    "enum.py": {"*": frozenset()},                   # the functional API's __module__
+    "dataclasses.py": {"*": frozenset()},
+    "abc.py": {"*": frozenset()},
+    "warnings.py": {"*": frozenset()},
+    "traceback.py": {"walk_tb": frozenset({"traceback.py"}), "walk_stack": frozenset({"traceback.py"}),
+                     "*": frozenset()},              # formatting: strings out; the walkers only for itself
+    "inspect.py": {"*": frozenset({"torch/_jit_internal.py", "torch/_sources.py", "torch/jit/frontend.py",
+                                   "inspect.py"})},  # TorchScript's name resolution
+    "torch/library.py": {"*": frozenset()},          # source locations of registrations
+    "torch/_library/utils.py": {"*": frozenset()},
+    "torch/_jit_internal.py": {"*": frozenset({"torch/_jit_internal.py", "torch/jit/_script.py",
+                                                 "torch/jit/frontend.py", "torch/jit/_recursive.py"})},
+}
+_DISPATCH_KEYS_IGNORED = ("Meta",)
+COPY_OPS_CHECK_SHARE = 0.25
+_COPY_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::empty_like", "aten::empty_strided",
+             "aten::empty.memory_format", "aten::detach", "aten::alias", "aten::contiguous",
+             "aten::view", "aten::equal")  # PyTorch registers meta (shape-only) kernels lazily: no data flows through them
 
 
 class Guards:
@@ -52,12 +77,14 @@ class Guards:
         # Captured before the candidate exists: later patches of these names do not reach the harness.
         self.now_ns: Callable[[], int] = time.perf_counter_ns
         self.cpu_s: Callable[[], float] = time.process_time  # every thread of this process, PyTorch's pools too
+        self.draw: Callable[[], float] = random.Random(os.urandom(16)).random  # bound now: patching Random later
         self.thread_count: Callable[[], int] = _thread._count
         self.exact_type = builtins.type
         self.tensor_type = torch.Tensor
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
-        self.launches: Counter[str] = Counter()
+        self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         self._snapshot: dict[str, dict[str, int]] = {}
+        self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
         self.build_client: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]] | None = None
@@ -67,13 +94,14 @@ class Guards:
         self._dispatch: dict[str, str] = {}
 
     # -- reaching the harness -------------------------------------------------------------------------------------
-    def install_audit_hook(self) -> None:
-        """Refuse frame, object-graph, tracing and raw-memory access to untrusted code (the candidate's file, code
-        it generates), whether it asks itself or through a standard-library helper (inspect, traceback); installed
-        packages keep their own uses (torch's source locations and TorchScript, typing_extensions, Triton). Without
-        frames the candidate cannot reach the worker, its channel or these guards. Python's audit hooks cannot be
-        removed; every refusal is recorded for the verdict. A package function that hands frames to its caller
-        would get past this: the static policy refuses the ones known (see policy.py)."""
+    def install_audit_hook(self, candidate_module: str) -> None:
+        """While untrusted code (the candidate's file, code it generates) is on the stack, refuse frame,
+        object-graph, tracing and raw-memory access to everyone but the few library functions known to use frames
+        for themselves only (`_FRAME_USERS`: typing's module names, torch's source locations, traceback's
+        formatting, TorchScript's name resolution), so neither the candidate nor a library function it hands a
+        callable to (a pytree map of `sys._getframe`) gets a frame. Also refuse untrusted code setting attributes of
+        classes and functions it did not define (`Channel.send = ...`). Python's audit hooks cannot be removed;
+        every refusal is recorded for the verdict."""
         paths = sysconfig.get_paths()
         stdlib_root = os.path.realpath(paths["stdlib"]) + os.sep
         trusted_roots = tuple({os.path.realpath(p) + os.sep for p in (
@@ -81,36 +109,73 @@ class Guards:
             os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
         refusals, busy = self.refusals, [False]
         getframe, realpath = sys._getframe, os.path.realpath
-        kinds: dict[str, str] = {}
+        trusted_files: dict[str, bool] = {}
+        frame_users: dict[str, str] = {}  # code file -> its key in _FRAME_USERS ("" when none)
 
-        def kind(filename: str) -> str:
-            """'stdlib', 'trusted' (installed packages, the harness) or 'untrusted' (the candidate, generated code)."""
-            known = kinds.get(filename)
+        def trusted(filename: str) -> bool:
+            known = trusted_files.get(filename)
             if known is None:
-                real = filename if filename.startswith("<frozen ") else realpath(filename)
-                known = ("stdlib" if filename.startswith("<frozen ") or real.startswith(stdlib_root) else
-                         "trusted" if real.startswith(trusted_roots) else "untrusted")
-                kinds[filename] = known
+                known = filename.startswith("<frozen ") or realpath(filename).startswith(trusted_roots)
+                trusted_files[filename] = known
             return known
+
+        def user_key(filename: str) -> str:
+            key = frame_users.get(filename)
+            if key is None:
+                real = realpath(filename)
+                rel = real[len(stdlib_root):] if real.startswith(stdlib_root) else real
+                key = next((k for k in _FRAME_USERS if rel.endswith(k)), "")
+                frame_users[filename] = key
+            return key
+
+        def allowed_user(frame: Any) -> bool:
+            """Whether `frame`, the code asking, is a known frame user and is called the way that keeps frames
+            inside it (a function returning frames only to its own package's callers)."""
+            code = frame.f_code
+            key = user_key(code.co_filename)
+            if not key:
+                return False
+            callers = _FRAME_USERS[key].get(code.co_name, _FRAME_USERS[key].get("*"))
+            if callers is None:
+                return False
+            if not callers:
+                return True  # keeps its frames to itself, whoever calls it
+            caller = frame.f_back
+            return caller is not None and user_key(caller.f_code.co_filename) in callers
+
+        def refuse(what: str) -> None:
+            refusals.append(f"the candidate reached for the harness's internals ({what})")
+            raise RuntimeError(f"opforge refused {what}: candidates may not reach frames, the object graph, raw "
+                               "memory or the harness's classes")
 
         def hook(event: str, args: tuple) -> None:
             if busy[0]:
                 return
-            if event == "object.__getattr__":
+            if event in ("object.__setattr__", "object.__delattr__"):
+                target = args[0] if args else None
+                if not isinstance(target, (type, types.FunctionType)):
+                    return
+                if getattr(target, "__module__", None) == candidate_module:
+                    return
+            elif event == "object.__getattr__":
                 if len(args) < 2 or args[1] not in _REACHING_ATTRIBUTES:
                     return
             elif event not in _REACHING_EVENTS and not event.startswith("ctypes."):
                 return
             busy[0] = True
             try:
-                frame = getframe(1)
-                while frame is not None and kind(frame.f_code.co_filename) == "stdlib":
-                    frame = frame.f_back  # inspect, traceback, logging: judged by whoever called them
-                if frame is not None and kind(frame.f_code.co_filename) == "untrusted":
-                    what = f"{event} {args[1]}" if event == "object.__getattr__" else event
-                    refusals.append(f"the candidate reached for the harness's internals ({what})")
-                    raise RuntimeError(f"opforge refused {what}: candidates may not reach frames, the object graph "
-                                       "or raw memory")
+                asking = getframe(1)
+                if event in ("object.__setattr__", "object.__delattr__"):
+                    if not trusted(asking.f_code.co_filename):
+                        refuse(f"setting {getattr(args[0], '__qualname__', '?')}.{args[1]}")
+                    return
+                if allowed_user(asking):
+                    return
+                frame = asking
+                while frame is not None:
+                    if not trusted(frame.f_code.co_filename):
+                        refuse(f"{event} {args[1]}" if event == "object.__getattr__" else event)
+                    frame = frame.f_back
             finally:
                 busy[0] = False
 
@@ -135,12 +200,26 @@ class Guards:
 
         torch._C._dispatch_library = guarded_library
 
+    def copy_ops_changed(self) -> str | None:
+        """The operators the harness runs on a call's outputs right after it (copies, allocations), checked after a
+        random quarter of the calls (~0.2 ms each): a kernel registered for them and removed before the next full
+        check still shows, since it must be there at every call it serves."""
+        if self.draw() >= COPY_OPS_CHECK_SHARE:
+            return None
+        for name in _COPY_OPS:
+            digest = self._dispatch.get(name)
+            if digest is not None and _dispatch_digest(name) != digest:
+                return f"the kernels of {name}"
+        return None
+
     def dispatcher_changed(self, deep: bool) -> str | None:
         """A dispatch or function mode left active (it would see every tensor operation of the harness); with
         `deep` (about 50 ms), also the first existing operator whose kernels changed since the snapshot, a backstop
         behind the guard: libraries PyTorch created itself can register kernels too."""
         if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack():
             return "a dispatch or function mode left active"
+        if torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher):
+            return "the Python dispatcher left enabled (Python kernels registered with py_impl would run)"
         if not deep:
             return None
         for name, digest in self._dispatch.items():
@@ -154,14 +233,15 @@ class Guards:
 
         def counting(original: Callable, label: str) -> Callable:
             def run(*args: Any, **kwargs: Any) -> Any:
-                counter[label] += 1
+                counter[label] = counter.get(label, 0) + 1
                 return original(*args, **kwargs)
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
 
         def counting_kernel(original: Callable) -> Callable:  # keyed by kernel: which kernels ran, not only how many
             def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-                counter[f"triton:{getattr(getattr(kernel, 'fn', None), '__name__', '?')}"] += 1
+                label = f"triton:{getattr(getattr(kernel, 'fn', None), '__name__', '?')}"
+                counter[label] = counter.get(label, 0) + 1
                 return original(kernel, *args, **kwargs)
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
@@ -221,7 +301,10 @@ class Guards:
             module = sys.modules.get(name)
             if module is not None:
                 self._snapshot[name] = {k: id(v) for k, v in vars(module).items()}
-        for cls in _WATCHED_CLASSES:
+        self._classes = list(_WATCHED_CLASSES) + [  # and the classes those modules define (Channel, Counter...)
+            v for name in _WATCHED_MODULES if (m := sys.modules.get(name)) is not None
+            for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
+        for cls in self._classes:
             self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
 
     def tampered(self) -> str | None:
@@ -237,7 +320,7 @@ class Guards:
                     continue
                 if key not in now or id(now[key]) != ident:
                     return f"{name}.{key}"
-        for cls in _WATCHED_CLASSES:
+        for cls in self._classes:
             before = self._snapshot[f"{cls.__module__}.{cls.__qualname__}"]
             now = vars(cls)
             for key, ident in before.items():
@@ -311,6 +394,9 @@ class OpTrace(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.overloadpacket.__name__.rstrip("_") if func.overloadpacket.__name__ != "copy_" else "copy_"
+        namespace = getattr(func, "namespace", "aten")
+        if namespace != "aten":  # a candidate's own operator (myops::relu) is not PyTorch's relu
+            name = f"{namespace}::{name}"
         if name not in LAYOUT_OPS and func.overloadpacket.__name__ not in LAYOUT_OPS:
             self.ops[name] += 1
         return func(*args, **(kwargs or {}))

@@ -33,6 +33,8 @@ BANNED_MODULES = {
     "resource": "changes process limits",
     "pty": "starts processes",
     "shutil": "manipulates files",
+    "evaluator": "is the harness that judges it", "opforge": "is the harness that judges it",
+    "store": "is the harness's store", "agents": "is the harness's agents",
 }
 BANNED_CALLS = {
     "exec": "runs dynamically built code", "eval": "runs dynamically built code",

@@ -30,6 +30,8 @@ IDLE_CPU_SHARE = 0.25      # the share of the idle window it may use, whichever 
 class Worker:
     def __init__(self, channel: Channel, role: str, guards: Guards):
         self.ch = channel
+        # Bound at start, before any candidate code: patching Channel's class later does not reach these.
+        self.send, self.recv = channel.send, channel.recv
         self.role = role  # "reference" | "candidate"
         self.guards = guards  # both roles run the same checks (same costs); only the candidate is refused
         self.enforce = role == "candidate"
@@ -46,7 +48,7 @@ class Worker:
         idle_from: tuple[int, float] | None = None  # (wall ns, process CPU s) when the last command ended
         while True:
             try:
-                cmd, _ = self.ch.recv()
+                cmd, _ = self.recv()
             except ChannelClosed:
                 return
             name = cmd.get("cmd")
@@ -60,10 +62,18 @@ class Worker:
                 return
             except Exception as exc:  # a failure of the code under test, reported as data
                 if self.enforce and self.guards.refusals:
-                    self.ch.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
+                    self.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
                 else:
-                    self.ch.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
+                    self.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
+
+    def _check_copy_ops(self) -> None:
+        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged."""
+        if self.enforce:
+            changed = self.guards.copy_ops_changed()
+            if changed and not self.guards.refusals:
+                self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
+                                            "harness's copies of its outputs go through")
 
     def _check_idle(self, wall0_ns: int, cpu0_s: float) -> None:
         """Between commands the worker only waits for the driver (the reference is being run or timed): CPU spent
@@ -80,7 +90,7 @@ class Worker:
         try:
             self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device))
         except Exception as exc:
-            self.ch.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
+            self.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
             return
         self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
         self.init_seeds = list(cmd["init_seeds"])
@@ -91,7 +101,7 @@ class Worker:
         if self.role == "reference":
             self.model_cls = self.rt.module.Model
             tol = getattr(self.rt.module, "TOLERANCE", None)
-            self.ch.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
+            self.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
                           "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
             return
@@ -109,15 +119,15 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a failure too
             from evaluator.cuda_build import CompileFailed, NoCudaDevice
             if self.guards.refusals:
-                self.ch.send({"status": "rejected", "reason": f"{self.guards.refusals[0]} (while being imported)",
+                self.send({"status": "rejected", "reason": f"{self.guards.refusals[0]} (while being imported)",
                               "log": _tail()})
             elif isinstance(exc, NoCudaDevice):
-                self.ch.send({"status": "runtime_error", "reason": str(exc)})
+                self.send({"status": "runtime_error", "reason": str(exc)})
             elif isinstance(exc, CompileFailed):
-                self.ch.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
+                self.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
                               "log": str(exc)})
             else:
-                self.ch.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
+                self.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
                               "log": _tail()})
             return
         finally:
@@ -126,15 +136,15 @@ class Worker:
             return
         model_cls = getattr(module, "ModelNew", None)
         if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
-            self.ch.send({"status": "compile_error", "reason": "the candidate defines no class ModelNew(nn.Module)"})
+            self.send({"status": "compile_error", "reason": "the candidate defines no class ModelNew(nn.Module)"})
             return
         self.model_cls = model_cls
-        self.ch.send({"status": "ready", "variants": len(self.rt.variants)})
+        self.send({"status": "ready", "variants": len(self.rt.variants)})
 
     def _request_build(self, spec: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
         """One load_inline call's build, asked of the driver; the reply is its verdict (and the .so bytes)."""
-        self.ch.send({"status": "build", "spec": spec})
-        return self.ch.recv()
+        self.send({"status": "build", "spec": spec})
+        return self.recv()
 
     def cmd_run(self, cmd: dict[str, Any]) -> None:
         """One correctness call: fresh inputs from the seed, outputs back, and what was seen during the call."""
@@ -169,6 +179,7 @@ class Worker:
             else:
                 out = model(*inputs)
         timer.sync()
+        self._check_copy_ops()
         outputs = as_outputs(out)
         report: dict[str, Any] = {"status": "ran", "ops": sorted(trace.ops) if trace else [],
                                   "outputs": describe(outputs)}
@@ -181,17 +192,17 @@ class Worker:
         kernels = self.guards.launches_since(launches0)
         report["launches"], report["kernels"] = sum(kernels.values()), kernels
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
-            self.ch.send(report)
+            self.send(report)
             return
         problem = self._problem(outputs, inputs, before) + (self._refuse_reason(),)
         if self.enforce and any(problem):
-            self.ch.send({"status": "rejected", "reason": next(p for p in problem if p)})
+            self.send({"status": "rejected", "reason": next(p for p in problem if p)})
             return
         tensors = [self._clone(o) for o in outputs if isinstance(o, torch.Tensor)]
         if len(tensors) != len(outputs):
-            self.ch.send({"status": "incorrect", "reason": "the forward returned something that is not a tensor"})
+            self.send({"status": "incorrect", "reason": "the forward returned something that is not a tensor"})
             return
-        self.ch.send(report, tensors)
+        self.send(report, tensors)
 
     def cmd_time(self, cmd: dict[str, Any]) -> None:
         """Timed calls on fresh inputs; after each, the driver says whether to send that call's outputs back."""
@@ -211,31 +222,32 @@ class Worker:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
                 ms, out = timer.time_call(model, inputs)
+                self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
                 kept = [self._clone(o) for o in as_outputs(out) if isinstance(o, torch.Tensor)]
                 problems = self._problem(as_outputs(out), inputs, None)
                 if self.enforce and any(problems):
-                    self.ch.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
+                    self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
                 del out, inputs
-                self.ch.send({"status": "rep", "ms": ms})
-                reply, _ = self.ch.recv()
+                self.send({"status": "rep", "ms": ms})
+                reply, _ = self.recv()
                 if reply.get("keep"):
-                    self.ch.send({"status": "kept"}, kept)
+                    self.send({"status": "kept"}, kept)
                 del kept
                 seed = reply.get("next_seed")
         # The whole dispatch table (~50 ms) at the end of the blocks the driver picks at random, after the last call.
         problem = self._refuse_reason(deep=bool(reply.get("check")))
         if self.enforce and problem:
-            self.ch.send({"status": "rejected", "reason": f"during timing: {problem}"})
+            self.send({"status": "rejected", "reason": f"during timing: {problem}"})
             return
-        self.ch.send({"status": "timed", "kernels": fewest or {}})
+        self.send({"status": "timed", "kernels": fewest or {}})
 
     def cmd_check(self, cmd: dict[str, Any]) -> None:
         """The costlier checks on their own, the dispatch table included: the driver asks once timing is over."""
         problem = self._refuse_reason(deep=True) if self.enforce else None
-        self.ch.send({"status": "rejected", "reason": problem} if problem else {"status": "checked"})
+        self.send({"status": "rejected", "reason": problem} if problem else {"status": "checked"})
 
     def cmd_batch(self, cmd: dict[str, Any]) -> None:
         """Build inputs for every seed, then (if asked) call the model on each once; the driver times the round trip."""
@@ -249,12 +261,14 @@ class Worker:
             with torch.set_grad_enabled(self.grad):
                 for inputs in batches:
                     # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
-                    for out in as_outputs(model(*inputs)):
+                    outs = as_outputs(model(*inputs))
+                    self._check_copy_ops()
+                    for out in outs:
                         if isinstance(out, torch.Tensor):
                             self._clone(out)
             timer.sync()
         problem = self._refuse_reason(deep=True) if self.enforce else None
-        self.ch.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
+        self.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
@@ -275,7 +289,7 @@ class Worker:
             kind = label.split(":", 1)[0]
             metrics[f"launches.{kind}"] = metrics.get(f"launches.{kind}", 0.0) + n
             metrics[f"launches.{label}"] = float(n)
-        self.ch.send({"status": "profiled", "profile": metrics})
+        self.send({"status": "profiled", "profile": metrics})
 
     def _prime(self, model: torch.nn.Module, variant: int, prime_seed: int, target: list[Any],
                reuse: bool) -> list[Any] | None:
@@ -288,7 +302,7 @@ class Worker:
         self.timer.sync()
         problem = self._refuse_reason()
         if self.enforce and problem:
-            self.ch.send({"status": "rejected", "reason": problem})
+            self.send({"status": "rejected", "reason": problem})
             return None
         if not reuse:
             return target
@@ -354,7 +368,7 @@ class Worker:
     def _refuse_if_tampered(self, when: str) -> bool:
         reason = self._refuse_reason() if self.enforce else None
         if reason:
-            self.ch.send({"status": "rejected", "reason": f"{reason} ({when})"})
+            self.send({"status": "rejected", "reason": f"{reason} ({when})"})
         return bool(reason)
 
 

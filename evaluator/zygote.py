@@ -72,7 +72,8 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
         process_tree.drop_capabilities()
         _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
         guards.install_dispatch_guard()
-        guards.install_audit_hook()  # last: nothing after it needs frames
+        from evaluator.worker import CANDIDATE_MODULE
+        guards.install_audit_hook(CANDIDATE_MODULE)  # last: nothing after it needs frames
     channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])
     Worker(channel, role, guards).serve()
 
