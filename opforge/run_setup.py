@@ -134,18 +134,25 @@ def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_
 
 
 def _check_defines_model_new(path: Path, source: str) -> None:
-    """A cheap static check that the seed kernel can load at all (as the web form's check_seed): valid Python with a
-    top-level ModelNew (a class, or a name bound by assignment or import), so a wrong file fails here rather than as
-    the run's compile_error."""
+    problem = seed_source_problem(source, str(path))
+    if problem:
+        raise UsageError(problem)
+
+
+def seed_source_problem(source: str, label: str) -> str | None:
+    """Why a seed kernel's source cannot load at all, in one sentence naming `label`, or None: it must be Python
+    with a top-level ModelNew (a class, or a name bound by assignment or import), so that a wrong file fails when it
+    is given (the CLI's --seed-kernel, the web form) rather than as the run's compile_error."""
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = ast.parse(source, filename=label)
     except SyntaxError as exc:
-        raise UsageError(f"{path}: syntax error on line {exc.lineno}: {exc.msg}; fix the seed kernel.") from None
+        return f"{label}: syntax error on line {exc.lineno}: {exc.msg}; fix the seed kernel."
     except ValueError:  # null bytes
-        raise UsageError(f"{path}: the seed kernel is not Python source.") from None
+        return f"{label}: the seed kernel is not Python source."
     if not _binds_model_new(tree.body):
-        raise UsageError(f"{path}: not a kernel file: it does not define class ModelNew (a candidate defines "
-                         "ModelNew with Model's constructor signature).")
+        return (f"{label}: not a kernel file: it does not define class ModelNew (a candidate defines ModelNew with "
+                "Model's constructor signature).")
+    return None
 
 
 def _binds_model_new(body: list[ast.stmt]) -> bool:

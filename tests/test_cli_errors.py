@@ -235,3 +235,16 @@ def test_show_refuses_source_with_json(capsys, tmp_path: Path) -> None:  # noqa:
     rc, out, err = _run(capsys, "show", "1", "--json", "--source", "--db", f"sqlite:///{tmp_path / 's.db'}")
     assert rc == 2 and out == ""
     _one_sentence(err, "--source", "--json")
+
+
+def test_web_form_and_cli_judge_a_seed_kernel_by_one_rule(tmp_path: Path, capsys, url: str) -> None:  # noqa: ANN001
+    from opforge.web.submission import SubmissionError, Upload, check_seed
+
+    bound = "import torch.nn as nn\nclass _Impl(nn.Module):\n    pass\nModelNew = _Impl\n"
+    assert check_seed(Upload("bound.py", bound.encode())) == bound  # accepted by both, as --seed-kernel accepts it
+    with pytest.raises(SubmissionError) as err:
+        check_seed(Upload("plain.py", b"x = 1\n"))
+    seed = tmp_path / "plain.py"
+    seed.write_text("x = 1\n")
+    rc, _, cli_err = _run(capsys, "optimize", str(TASK), "--seed-kernel", str(seed), "--db", url)
+    assert rc == 2 and str(err.value.args[-1]).split(": ", 1)[1] in cli_err

@@ -10,7 +10,6 @@ queued. Any refusal is a `SubmissionError` with an HTTP status and one sentence.
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 import tempfile
 from dataclasses import dataclass, replace
@@ -21,7 +20,8 @@ from evaluator import TaskError
 from evaluator.task import task_from_source
 from opforge.cli import UsageError
 from opforge.coders import resolve_coder
-from opforge.run_setup import RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run
+from opforge.run_setup import (RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run,
+                                seed_source_problem)
 from opforge.search import SearchError
 from store import JobRecord, Store, StoreError
 
@@ -116,14 +116,9 @@ def check_seed(upload: Upload, limit_bytes: int = MAX_FILE_BYTES) -> str:
     """The seed kernel's source: Python that defines `ModelNew` (the evaluator judges the rest)."""
     label = upload.filename or "the seed kernel"
     source = read_text(upload, "seed kernel", limit_bytes)
-    try:
-        tree = ast.parse(source, filename=label)
-    except SyntaxError as exc:
-        raise SubmissionError(422, f"{label}: syntax error on line {exc.lineno}: {exc.msg}; fix the seed "
-                                   "kernel.") from None
-    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
-        raise SubmissionError(422, f"{label}: not a kernel file: it does not define class ModelNew (a candidate "
-                                   "defines ModelNew with Model's constructor signature).")
+    problem = seed_source_problem(source, label)
+    if problem:
+        raise SubmissionError(422, problem)
     return source
 
 
