@@ -307,13 +307,15 @@ for task_path, seed_path in config["pairs"]:
     task, rows = load(task_path, "task_" + name), []
     seed = load(seed_path, "seed_" + name)
     tol = {"atol": __TOL__, "rtol": __TOL__, **(getattr(task, "TOLERANCE", None) or {})}
-    base = {key: getattr(task, key) for shape in getattr(task, "SHAPES", []) for key in shape}
+    interpreter_shape = getattr(task, "INTERPRETER_SHAPE", {})  # the benchmark shape under the interpreter
+    shapes = [interpreter_shape, *getattr(task, "SHAPES", [])]
+    base = {key: getattr(task, key) for shape in shapes for key in shape}
     plan = [({}, "task")] if config["benchmark_shape"] else []
     plan += [(dict(v), dist) for v in getattr(task, "SHAPES", []) for dist in ("task", "normal")]
     for overrides, dist in plan:
         row = {"variant": overrides, "distribution": dist}
         try:
-            for key, value in {**base, **overrides}.items():
+            for key, value in {**base, **(overrides or interpreter_shape)}.items():
                 setattr(task, key, value)
             init = task.get_init_inputs()
             torch.manual_seed(0)
