@@ -1,11 +1,15 @@
-"""Native seed for tiny/matmul_bias: x @ W^T + b with a packed, register-blocked GEMM (the bias added as each
-output is stored)."""
+"""Native seed for tiny/matmul_bias: x @ W^T + b with a packed, register-blocked GEMM.
+
+The GEMM packs B into panels of BLOCK_N columns (zero-padded past N) so that its micro-kernel (UNROLL_M rows x
+BLOCK_N columns of accumulators held in vector registers, one FMA per row per vector of B) always runs full width;
+OpenMP shares out (TILE_M rows x one panel) tiles; the epilogue is applied as each output is stored."""
 
 import torch
 import torch.nn as nn
 from evaluator.native import load_c
 
 SOURCE = r"""
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #define EPILOGUE (v + bias[n])
@@ -30,7 +34,7 @@ static void pack_b(const float* restrict b, float* restrict bp, int64_t K, int64
 
 static void gemm_packed(const float* restrict a, int64_t lda, const float* restrict bp, float* restrict c,
                         int64_t ldc, int64_t M, int64_t K, int64_t N, const float* restrict bias,
-                        const float* restrict extra) {
+                        const float* restrict extra, int mode) {
     int64_t panels = (N + BLOCK_N - 1) / BLOCK_N, mtiles = (M + TILE_M - 1) / TILE_M;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t mt = 0; mt < mtiles; ++mt)
@@ -64,15 +68,16 @@ static void gemm_packed(const float* restrict a, int64_t lda, const float* restr
         }
 }
 
-void linear_bias(const float* restrict x, const float* restrict w, const float* restrict bias, float* restrict out,
-                 int64_t M, int64_t K, int64_t N) {
+void linear_bias(const float* restrict x, const float* restrict w, const float* restrict bias,
+          float* restrict out,
+          int64_t M, int64_t K, int64_t N) {
     float* bp = malloc(sizeof(float) * K * ((N + BLOCK_N - 1) / BLOCK_N) * BLOCK_N);
     pack_b(w, bp, K, N, 1);
-    gemm_packed(x, K, bp, out, N, M, K, N, bias, 0);
+    gemm_packed(x, K, bp, out, N, M, K, N, bias, 0, 0);
     free(bp);
 }
 """
-lib = load_c("matmul_bias", SOURCE, functions=["linear_bias"], flags=["-O3", "-march=native", "-fopenmp"])
+lib = load_c("linear_bias", SOURCE, functions=["linear_bias"], flags=["-O3", "-march=native", "-fopenmp"])
 
 
 class ModelNew(nn.Module):
@@ -83,9 +88,8 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         w = self.linear.weight.contiguous()
-        b = self.linear.bias.contiguous()
         m, k = x.shape
         n = w.shape[0]
         out = torch.empty((m, n), dtype=x.dtype)
-        lib.linear_bias(x, w, b, out, m, k, n)
+        lib.linear_bias(x, w, self.linear.bias.contiguous(), out, m, k, n)
         return out
