@@ -34,7 +34,7 @@ TASK_COLUMNS = ("suite", "agent", "device", "bench_id", "task", "run_id", "corre
                 "floored", "energy_ratio", "memory_ratio")
 LEADERBOARD_COLUMNS = ("suite", "agent", "device", "bench_id", "attempted", "correct", "correctness_rate",
                        *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_energy_ratio", "mean_memory_ratio",
-                       "usd", "tokens", "gpu_s", "usd_per_correct", "tokens_per_correct", "gpu_minutes_per_correct")
+                       "usd", "tokens", "worker_s", "usd_per_correct", "tokens_per_correct", "worker_minutes_per_correct")
 NO_ENERGY = ("Energy was not measured on {devices}: opforge meters energy from GPU power telemetry, so there is no "
              "speed vs energy chart here.")
 
@@ -183,8 +183,8 @@ def leaderboard_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
                     "attempted": r.attempted, "correct": r.correct, "correctness_rate": r.correctness_rate,
                     **{f"fast_{k}": v for k, v in r.fast_p.items()}, "geomean_speedup": _finite(r.geomean_speedup),
                     "mean_energy_ratio": r.mean_energy_ratio, "mean_memory_ratio": r.mean_memory_ratio,
-                    "usd": r.usd, "tokens": r.tokens, "gpu_s": r.gpu_s, "usd_per_correct": per["usd"],
-                    "tokens_per_correct": per["tokens"], "gpu_minutes_per_correct": per["gpu_minutes"]})
+                    "usd": r.usd, "tokens": r.tokens, "worker_s": r.worker_s, "usd_per_correct": per["usd"],
+                    "tokens_per_correct": per["tokens"], "worker_minutes_per_correct": per["worker_minutes"]})
     return out
 
 

@@ -10,7 +10,7 @@ attempted, its run's fastest correct kernel counts:
   kept), and each kernel's time floored at the task's roofline minimum on that device (least bytes at the memory
   bandwidth, least FLOPs at peak throughput), so one impossible time cannot inflate the mean;
 - mean energy and peak memory of the kernels relative to the reference's (where both were measured: on GPUs);
-- dollars, tokens and GPU-minutes per correct kernel (all the bench's LLM calls and evaluation time, divided).
+- dollars, tokens and worker-minutes per correct kernel (all the bench's LLM calls and worker time, divided).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class LeaderboardRow:
     mean_memory_ratio: float | None
     usd: float
     tokens: int
-    gpu_s: float
+    worker_s: float
     archive: bool = False           # the bench could draw on earlier runs' kernels
     tasks: tuple[TaskScore, ...] = field(default=(), repr=False)
 
@@ -65,7 +65,7 @@ class LeaderboardRow:
     def per_correct(self) -> dict[str, float | None]:
         n = self.correct
         return {"usd": self.usd / n if n else None, "tokens": self.tokens / n if n else None,
-                "gpu_minutes": self.gpu_s / 60 / n if n else None}
+                "worker_minutes": self.worker_s / 60 / n if n else None}
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "tasks"}
@@ -104,7 +104,7 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
     """Score one bench: each task's best correct kernel, then the suite-level figures."""
     scored: list[tuple[str, int, EvalResult | None, TaskWork | None]] = []
     results: list[EvalResult] = []
-    usd = gpu_s = 0.0
+    usd = worker_s = 0.0
     tokens = 0
     for run in store.bench_runs(bench.id):
         task = store.get_task(run.task_id)
@@ -116,7 +116,7 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
         scored.append((task.name, run.id, best, work))
         usd += run.cost_usd
         tokens += run.tokens_in + run.tokens_out
-        gpu_s += run.gpu_s
+        worker_s += run.worker_s
     device = _device_of(results)
     tasks = tuple(_score(name, run_id, best, _floor_ms(work, device)) for name, run_id, best, work in scored)
     n = len(tasks)
@@ -129,7 +129,7 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
                           correct=len(ok), fast_p=fast, geomean_speedup=geomean,
                           mean_energy_ratio=sum(energies) / len(energies) if energies else None,
                           mean_memory_ratio=sum(memories) / len(memories) if memories else None,
-                          usd=usd, tokens=tokens, gpu_s=gpu_s, archive=bool(bench.config.get("use_archive")),
+                          usd=usd, tokens=tokens, worker_s=worker_s, archive=bool(bench.config.get("use_archive")),
                           tasks=tasks)
 
 

@@ -23,7 +23,7 @@ class RunCost:
     usd: float
     tokens_in: int
     tokens_out: int
-    gpu_s: float
+    worker_s: float
     wall_s: float
     accepted: int
     usage: tuple[LLMUsage, ...]          # LLM calls per role
@@ -33,11 +33,11 @@ class RunCost:
         if not self.accepted:
             return None
         n = self.accepted
-        return {"usd": self.usd / n, "tokens": (self.tokens_in + self.tokens_out) / n, "gpu_s": self.gpu_s / n,
+        return {"usd": self.usd / n, "tokens": (self.tokens_in + self.tokens_out) / n, "worker_s": self.worker_s / n,
                 "wall_s": self.wall_s / n}
 
     def to_json(self) -> dict[str, Any]:
-        return {"usd": self.usd, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "gpu_s": self.gpu_s,
+        return {"usd": self.usd, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "worker_s": self.worker_s,
                 "wall_s": self.wall_s, "accepted": self.accepted, "per_accepted": self.per_accepted(),
                 "llm_calls": [{"role": u.role, "calls": u.calls, "by_outcome": dict(u.by_outcome),
                                "tokens_in": u.tokens_in, "tokens_out": u.tokens_out, "usd": u.cost_usd,
@@ -47,12 +47,12 @@ class RunCost:
 
     def text(self) -> list[str]:
         tokens = self.tokens_in + self.tokens_out
-        lines = [f"cost: ${self.usd:.4f}, {format_tokens(tokens)} tokens, {self.gpu_s:.0f} s of evaluation, "
+        lines = [f"cost: ${self.usd:.4f}, {format_tokens(tokens)} tokens, {self.worker_s:.0f} s of worker time, "
                  f"{self.wall_s:.0f} s wall time; {self.accepted} accepted (correct) kernels"]
         per = self.per_accepted()
         if per is not None:
             lines.append(f"  per accepted kernel: ${per['usd']:.4f}, {format_tokens(round(per['tokens']))} tokens, "
-                         f"{per['gpu_s']:.1f} s of evaluation, {per['wall_s']:.1f} s wall time")
+                         f"{per['worker_s']:.1f} s of worker time, {per['wall_s']:.1f} s wall time")
         for u in self.usage:
             outcomes = ", ".join(f"{n} {o}" for o, n in u.by_outcome.items())
             lines.append(f"  {u.role:<16} {u.calls:>4} calls ({outcomes}), {format_tokens(u.tokens_in)} in / "
@@ -97,7 +97,7 @@ class RunReport:
     def to_json(self) -> dict[str, Any]:
         r = self.run
         return {"run_id": r.id, "task": self.task_name, "status": r.status.value, "evaluated": self.done,
-                "budget": dict(r.budget), "config": dict(r.config), "gpu_s": r.gpu_s,
+                "budget": dict(r.budget), "config": dict(r.config), "worker_s": r.worker_s,
                 "created_at": r.created_at.isoformat(), "by_status": dict(self.by_status),
                 "best": [member_json(m) for m in self.best], "pareto": [member_json(m) for m in self.pareto],
                 "lineage": [member_json(m) for m in self.lineage], "cost": self.cost.to_json(),
@@ -108,7 +108,7 @@ class RunReport:
         r = self.run
         lines = [f"run {r.id}  task {self.task_name}  {r.status.value}  {self.done}/{self.budget or '?'} evaluated  "
                  f"best {format_speedup(self.winner.speedup if self.winner else None)}  "
-                 f"evaluation time {r.gpu_s:.0f} s  created {r.created_at:%Y-%m-%d %H:%M}",
+                 f"worker time {r.worker_s:.0f} s  created {r.created_at:%Y-%m-%d %H:%M}",
                  f"  results: {', '.join(f'{n} {s}' for s, n in sorted(self.by_status.items())) or 'none yet'}"]
         lines += ["  " + line for line in self.cost.text()]
         lines += ["  " + line for line in self.archive_lines()]
@@ -146,7 +146,7 @@ def member_json(m: Member) -> dict[str, Any]:
 
 def run_done(store: Store, run_id: int) -> int:
     """Evaluations the run has finished (its queue items that are done)."""
-    return store.run_totals(run_id).queue.get("done", 0)
+    return store.run_totals(run_id).evaluated
 
 
 def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
@@ -167,7 +167,7 @@ def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
     budget = run.budget.get("max_candidates")
     winner = correct[0] if correct else None
     best_calls = store.llm_calls(run_id, winner.candidate_id) if winner and winner.candidate_id is not None else []
-    cost = RunCost(usd=run.cost_usd, tokens_in=run.tokens_in, tokens_out=run.tokens_out, gpu_s=run.gpu_s,
+    cost = RunCost(usd=run.cost_usd, tokens_in=run.tokens_in, tokens_out=run.tokens_out, worker_s=run.worker_s,
                    wall_s=run.wall_s, accepted=len(correct), usage=tuple(store.llm_usage(run_id)),
                    best_calls=tuple(best_calls))
     offered = dict(run.config.get("archive") or {})

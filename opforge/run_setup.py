@@ -35,8 +35,9 @@ def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
     p.add_argument("--timing-s", type=float, default=None, metavar="S",
                    help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
     p.add_argument("--time-limit-s", type=float, default=None, metavar="S", help=time_limit_help)
-    p.add_argument("--gpu-s", type=float, default=None, metavar="S",
-                   help="stop after this much evaluation time (GPU-seconds; worker-seconds on CPU)")
+    p.add_argument("--worker-s", "--gpu-s", dest="worker_s", type=float, default=None, metavar="S",
+                   help="stop after workers were busy this long in all: seconds from submitting each candidate to "
+                        "its verdict (builds included), summed (--gpu-s is the old name)")
     p.add_argument("--islands", type=int, default=2, metavar="N", help="islands of the population (default 2)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
     p.add_argument("--no-archive", action="store_true",
@@ -51,7 +52,7 @@ def check_run_numbers(args: argparse.Namespace) -> None:
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be a positive whole number, not {value}.")
     for flag, value in (("--timing-s", args.timing_s), ("--time-limit-s", args.time_limit_s),
-                        ("--gpu-s", args.gpu_s)):
+                        ("--worker-s", args.worker_s)):
         if value is not None and not value > 0:
             raise UsageError(f"{flag} must be a positive number of seconds, not {value}.")
 
@@ -77,7 +78,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
                               "seed": args.seed}
     if llm is not None:
         config["llm"] = llm
-    budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.gpu_s, args.max_usd, args.max_tokens)
+    budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.worker_s, args.max_usd, args.max_tokens)
     return RunPlan(task, seed, config, budget, cfg)
 
 

@@ -46,7 +46,7 @@ class SearchError(Exception):
 class Budget:
     max_candidates: int
     time_limit_s: float | None = None   # wall time of one invocation (a resumed run gets it again)
-    gpu_s: float | None = None          # evaluation seconds on the workers: GPU-seconds on GPUs, worker-seconds on CPU
+    worker_s: float | None = None       # seconds workers were busy: submit to verdict per candidate, summed
     usd: float | None = None            # LLM dollars over the whole run (resumes included)
     tokens: int | None = None           # LLM tokens, in and out, over the whole run
 
@@ -55,13 +55,13 @@ class Budget:
             raise ValueError(f"the budget must allow at least one candidate, not {self.max_candidates}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"max_candidates": self.max_candidates, "time_limit_s": self.time_limit_s, "gpu_s": self.gpu_s,
+        return {"max_candidates": self.max_candidates, "time_limit_s": self.time_limit_s, "worker_s": self.worker_s,
                 "usd": self.usd, "tokens": self.tokens}
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> "Budget":
-        return Budget(int(data["max_candidates"]), data.get("time_limit_s"), data.get("gpu_s"), data.get("usd"),
-                      data.get("tokens"))
+        return Budget(int(data["max_candidates"]), data.get("time_limit_s"), data.get("worker_s", data.get("gpu_s")),
+                      data.get("usd"), data.get("tokens"))  # "gpu_s": the key before store revision 0006
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ class Progress:
     queued: int
     best_speedup: float | None
     by_status: Mapping[str, int]
-    gpu_s: float
+    worker_s: float
     elapsed_s: float
     last: Member | None = None          # the member just measured (event "result")
     usd: float | None = None            # LLM spend so far (None: no LLM in this run)
@@ -170,7 +170,7 @@ class Search:
         self.should_stop = should_stop
         self.by_status: Counter[str] = Counter()
         self.done = self.queued = 0
-        self.gpu_s = 0.0
+        self.worker_s = 0.0
         self.inflight: dict[Future[EvalResult], tuple[CandidateRecord, int, float]] = {}
         self._started = self._wall_mark = time.monotonic()
 
@@ -188,8 +188,8 @@ class Search:
         members = [member_from_scored(sc) for sc in history]
         self.by_status.update(str(m.status) for m in members if not m.pending)
         totals = self.store.run_totals(self.run_id)
-        self.done, self.queued = totals.queue.get("done", 0), totals.queue.get("queued", 0)
-        self.gpu_s = run.gpu_s
+        self.done, self.queued = totals.evaluated, totals.queue.get("queued", 0)
+        self.worker_s = run.worker_s
         self.task_id = run.task_id
         return EvolutionStrategy.from_members(members, self.strategy_config)
 
@@ -262,8 +262,8 @@ class Search:
             return f"reached the budget of {b.max_candidates} candidates"
         if b.time_limit_s is not None and time.monotonic() - self._started >= b.time_limit_s:
             return f"reached the time limit of {b.time_limit_s:g} s"
-        if b.gpu_s is not None and self.gpu_s >= b.gpu_s:
-            return f"reached the evaluation-time budget of {b.gpu_s:g} s"
+        if b.worker_s is not None and self.worker_s >= b.worker_s:
+            return f"reached the evaluation-time budget of {b.worker_s:g} s"
         if self.spend is not None:
             if b.usd is not None and self.spend.usd >= b.usd:
                 return f"spent the LLM budget of ${b.usd:g}"
@@ -287,9 +287,9 @@ class Search:
         record, island, started = self.inflight.pop(future)
         result = future.result()  # a TaskError (the task is unusable) stops the run
         elapsed_s = time.monotonic() - started
-        evaluation = self.store.add_result(record.id, self.run_id, result, gpu_s=elapsed_s)
+        evaluation = self.store.add_result(record.id, self.run_id, result, worker_s=elapsed_s)
         self.done += 1
-        self.gpu_s += elapsed_s
+        self.worker_s += elapsed_s
         self._note_wall_time()
         known = strategy.population.members.get(record.digest)
         member = member_from_result(record.candidate, record.id, known.generation if known else record.generation,
@@ -335,5 +335,5 @@ class Search:
         self.on_progress(Progress(
             run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
             in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
-            by_status=dict(self.by_status), gpu_s=self.gpu_s, elapsed_s=time.monotonic() - self._started, last=last,
+            by_status=dict(self.by_status), worker_s=self.worker_s, elapsed_s=time.monotonic() - self._started, last=last,
             usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens))

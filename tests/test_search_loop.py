@@ -49,7 +49,7 @@ def test_search_on_cpu_records_every_verdict(tmp_path, runner):
     for sc in history[1:]:
         assert sc.candidate.origin == "tune" and sc.candidate.parents and sc.candidate.generation >= 1
     totals = store.run_totals(run.id)
-    assert totals.queue == {QueueState.DONE.value: 4} and totals.evaluated == 4 and totals.gpu_s > 0
+    assert totals.queue == {QueueState.DONE.value: 4} and totals.evaluated == 4 and totals.worker_s > 0
     assert store.get_run(run.id).status == RunStatus.DONE
     assert outcome.best is not None and outcome.best.speedup == max(sc.speedup or 0 for sc in history)
     store.close()

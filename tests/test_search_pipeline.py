@@ -103,7 +103,7 @@ def test_slow_proposer_never_delays_recording_results(setup):
 
 def test_evaluation_time_budget_stops_cleanly(setup):
     store, task, seed = setup
-    search, run_id = _search(store, task, seed, Budget(50, gpu_s=0.5), runner=DummyRunner(delay_s=0.2))
+    search, run_id = _search(store, task, seed, Budget(50, worker_s=0.5), runner=DummyRunner(delay_s=0.2))
     outcome = search.run()
     assert outcome.status == RunStatus.DONE and "evaluation-time budget" in outcome.stop_reason
     assert 1 <= outcome.done < 50

@@ -37,7 +37,7 @@ def job_rows(store: Store, jobs: list[JobRecord], now: datetime | None = None) -
         totals = store.run_totals(job.run_id)
         rows.append({
             "job_id": job.id, "state": job.state.value, "task": names[job.task_id], "priority": job.priority,
-            "worker": job.worker, "run_id": job.run_id, "evaluated": totals.queue.get("done", 0),
+            "worker": job.worker, "run_id": job.run_id, "evaluated": totals.evaluated,
             "budget": run.budget.get("max_candidates"), "best_speedup": totals.best_speedup,
             "run_status": run.status.value, "attempts": job.attempts, "error": job.error,
             "created_at": _iso(job.created_at), "started_at": _iso(job.started_at),

@@ -105,7 +105,7 @@ def _resume(store: Store, args: argparse.Namespace) -> tuple[RunRecord, Task]:
              args.llm_concurrency is not None, args.llm_timeout_s is not None, args.no_archive)
     if any(fixed):
         raise UsageError("--resume continues a run as it was configured; leave out TASK, --coder, --seed-kernel, "
-                         "--budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --gpu-s, "
+                         "--budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --worker-s, "
                          "--workers and --runner may change).")
     run_record = store.get_run(args.resume)
     task = store.get_task(run_record.task_id).task
@@ -117,7 +117,7 @@ def _search(store: Store, run_record: RunRecord, task: Task, runner: Runner, arg
     config: dict[str, Any] = dict(run_record.config)
     budget = Budget.from_json(run_record.budget)
     if args.resume is not None:  # this invocation's own limits
-        budget = Budget(budget.max_candidates, args.time_limit_s or budget.time_limit_s, args.gpu_s or budget.gpu_s,
+        budget = Budget(budget.max_candidates, args.time_limit_s or budget.time_limit_s, args.worker_s or budget.worker_s,
                         budget.usd, budget.tokens)
     seed = int(config.get("seed", 0))
     proposing = make_proposer(store, run_record, llm_base_url=args.llm_base_url)

@@ -49,8 +49,8 @@ def run_list(args: argparse.Namespace) -> int:
                 task_names[r.task_id] = store.get_task(r.task_id).name
             totals = store.run_totals(r.id)
             rows.append({"run_id": r.id, "task": task_names[r.task_id], "status": r.status.value,
-                         "evaluated": totals.queue.get("done", 0), "budget": r.budget.get("max_candidates"),
-                         "best_speedup": totals.best_speedup, "gpu_s": r.gpu_s,
+                         "evaluated": totals.evaluated, "budget": r.budget.get("max_candidates"),
+                         "best_speedup": totals.best_speedup, "worker_s": r.worker_s,
                          "created_at": r.created_at.isoformat(timespec="seconds")})
     except StoreError as exc:
         raise UsageError(str(exc)) from None
@@ -62,11 +62,11 @@ def run_list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs yet in {store.url}; start one with: opforge optimize TASK", file=sys.stderr)
         return 0
-    print(f"{'run':>5}  {'task':<16} {'status':<12} {'evaluated':>9}  {'best':>8}  {'eval s':>7}  created")
+    print(f"{'run':>5}  {'task':<16} {'status':<12} {'evaluated':>9}  {'best':>8}  {'work s':>7}  created")
     for row in rows:
         done = f"{row['evaluated']}/{row['budget'] if row['budget'] is not None else '?'}"
         print(f"{row['run_id']:>5}  {row['task'][:16]:<16} {row['status']:<12} {done:>9}  "
-              f"{format_speedup(row['best_speedup']):>8}  {row['gpu_s']:>7.0f}  {row['created_at'][:16].replace('T', ' ')}")
+              f"{format_speedup(row['best_speedup']):>8}  {row['worker_s']:>7.0f}  {row['created_at'][:16].replace('T', ' ')}")
     return 0
 
 

@@ -78,7 +78,7 @@ def runs(store: Store) -> list[dict[str, Any]]:
         if run.task_id not in names:
             names[run.task_id] = store.get_task(run.task_id).name
         totals = store.run_totals(run.id)
-        out.append(_run_json(run, names[run.task_id], totals.queue.get("done", 0), totals.best_speedup))
+        out.append(_run_json(run, names[run.task_id], totals.evaluated, totals.best_speedup))
     return clean(out)
 
 
