@@ -315,7 +315,7 @@ class Store:
 
     # --- jobs: the work queue of `opforge worker` (SQL and state diagram in store/jobs.py) -----------------------
     def submit_job(self, run_id: int, config: Mapping[str, Any] | None = None, priority: int = 0) -> JobRecord:
-        """Queue a job that drives the run (created beforehand, e.g. by `opforge.search.start_run`)."""
+        """Queue a job that drives the run (created beforehand, e.g. by `opforge.run.search.start_run`)."""
         with self._session(write=True) as s:
             run = self._get(s, RunRow, run_id, "run")
             taken = s.execute(select(JobRow.id).where(JobRow.run_id == run_id)).scalar()

@@ -13,8 +13,8 @@ import pytest
 from store_fixtures import H100, failed_result, make_task, ok_result
 
 from evaluator import Candidate
-from opforge.bench import agent_label, bench_tasks
-from opforge.leaderboard import leaderboard
+from opforge.run.bench import agent_label, bench_tasks
+from opforge.reports.leaderboard import leaderboard
 from store import RunStatus, get_store
 
 ROOT = Path(__file__).resolve().parent.parent

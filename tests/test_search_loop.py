@@ -10,7 +10,7 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, Status, load_candidate, load_task
 from evaluator.pool import LocalRunner
-from opforge.search import Budget, Search, start_run
+from opforge.run.search import Budget, Search, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"  # 16 x 512: small enough for the interpreter

@@ -15,8 +15,8 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, TaskError, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
-from opforge.progress import ProgressPrinter
-from opforge.search import Budget, Progress, Search, start_run
+from opforge.run.progress import ProgressPrinter
+from opforge.run.search import Budget, Progress, Search, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"

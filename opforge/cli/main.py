@@ -1,4 +1,4 @@
-"""The `opforge` command line: one module per command under `opforge/commands/`."""
+"""The `opforge` command line: one module per command under `opforge/cli/commands/`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import importlib
 import sys
 
 from opforge import __version__
+from opforge.errors import UsageError
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.
 COMMAND_MODULES = ("eval", "task", "optimize", "bench", "leaderboard", "report", "export", "dataset", "submit", "jobs",
                    "cancel", "worker", "serve", "runs", "db")
 
-
-class UsageError(Exception):
-    """Bad input from the user: one readable sentence, exit status 2."""
+__all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"opforge.commands.{name}")
+            module = importlib.import_module(f"opforge.cli.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"opforge.commands.{name}":
+            if exc.name == f"opforge.cli.commands.{name}":
                 continue
             raise
         module.register(sub)

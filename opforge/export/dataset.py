@@ -8,7 +8,7 @@ status, reason, timings, speedup, error, memory, energy, device). Records are de
 `export_records` reads a store; `write_jsonl` / `write_parquet` write the records (nested fields as JSON text in
 Parquet, so every column is a plain string or number); `read_records` reads either back; `import_records` adds them
 to another store as archive entries: tasks and candidates (origin `import`) without verdicts. An imported kernel is
-only an inspiration until this store's evaluator has measured it (see `opforge.archive`).
+only an inspiration until this store's evaluator has measured it (see `opforge.run.archive`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Self-contained HTML reports of a run or of a suite's leaderboard, with the same data as CSV tables and JSON.
 
 `run_bundle(store, run_id, ...)` and `suite_bundle(store, suite, ...)` read the store and return a `ReportBundle`: the
-page (one HTML document, inline CSS and inline SVG charts from opforge/svg_plots.py, no script, nothing fetched),
+page (one HTML document, inline CSS and inline SVG charts from opforge/reports/svg_plots.py, no script, nothing fetched),
 its tables (file name -> header and rows) and its JSON object. Writing them is the caller's business. The page is
 rendered by Jinja2 with autoescape on, so every text from the store (task names, notes, reasons) is escaped.
 """
@@ -19,10 +19,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from opforge import svg_plots
+from opforge.reports import svg_plots
 from opforge.display import format_bytes, format_speedup
-from opforge.leaderboard import FAST_P, LeaderboardRow, leaderboard
-from opforge.report import run_report
+from opforge.reports.leaderboard import FAST_P, LeaderboardRow, leaderboard
+from opforge.reports.run_summary import run_report
 from store import ScoredCandidate, Store
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opforge.display import format_bytes, format_speedup
-from opforge.population import Member, member_from_scored, pareto_front
-from opforge.progress import format_tokens
+from opforge.run.population import Member, member_from_scored, pareto_front
+from opforge.run.progress import format_tokens
 from store import LLMCallRecord, LLMUsage, RunRecord, Store
 
 TOP_N = 5

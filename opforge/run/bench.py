@@ -20,11 +20,11 @@ from typing import Any, TextIO
 from benchmarks import kernelbench, list_suites, seed_for, suite_tasks
 from evaluator import Candidate, CandidateFileError, EvalConfig, EvalResult, Task, TaskError, load_candidate, load_task
 from evaluator.pool import Runner
-from opforge import archive
-from opforge.coders import make_proposer
+from opforge.run import archive
+from opforge.run.proposers import make_proposer
 from opforge.display import format_speedup
-from opforge.search import Budget, Progress, Search, SearchError, ensure_task_work, eval_config_from, start_run
-from opforge.strategy import StrategyConfig
+from opforge.run.search import Budget, Progress, Search, SearchError, ensure_task_work, eval_config_from, start_run
+from opforge.run.strategy import StrategyConfig
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
 
 FINISHED = (RunStatus.DONE, RunStatus.FAILED)

@@ -32,11 +32,11 @@ from typing import TextIO
 
 from evaluator import Task
 from evaluator.pool import Runner
-from opforge import archive
-from opforge.coders import make_proposer
-from opforge.progress import last_text, progress_line
-from opforge.search import Budget, Progress, RunOutcome, Search, eval_config_from
-from opforge.strategy import StrategyConfig
+from opforge.run import archive
+from opforge.run.proposers import make_proposer
+from opforge.run.progress import last_text, progress_line
+from opforge.run.search import Budget, Progress, RunOutcome, Search, eval_config_from
+from opforge.run.strategy import StrategyConfig
 from store import JobRecord, JobState, RunRecord, RunStatus, Store, StoreError
 
 DEFAULT_LEASE_S = 30.0

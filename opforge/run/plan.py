@@ -13,9 +13,9 @@ from typing import Any
 
 from benchmarks import builtin_task, list_suites, seed_for
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
-from opforge.cli import UsageError
-from opforge.coders import add_llm_arguments, llm_config, resolve_coder
-from opforge.search import Budget, eval_config_json, start_run
+from opforge.errors import UsageError
+from opforge.run.proposers import add_llm_arguments, llm_config, resolve_coder
+from opforge.run.search import Budget, eval_config_json, start_run
 from store import JobRecord, RunStatus, Store
 
 DEFAULT_BUDGET = 20

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from opforge.display import format_speedup
-from opforge.search import Progress
+from opforge.run.search import Progress
 
 CLEAR_LINE = "\r\x1b[K"
 

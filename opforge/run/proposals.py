@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from agents.proposal import Proposer, Scored
 from evaluator.candidate import Candidate
 from evaluator.task import Task
-from opforge.population import Member
-from opforge.strategy import Request
+from opforge.run.population import Member
+from opforge.run.strategy import Request
 
 __all__ = ["Proposal", "ProposalThread", "Proposer"]
 

@@ -25,7 +25,7 @@ from agents.llm_proposer import LLMProposer, LoopSettings
 from agents.proposal import Proposer
 from agents.spend import Spend, SpendLimits
 from agents.tuner import TuneProposer
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from store import RunRecord, Store
 
 TUNER_OVERSAMPLE = 4  # the tuner is free: ask it for extra neighbours, some are known already

@@ -26,10 +26,10 @@ from evaluator.pool import Runner
 from evaluator.result import EvalResult
 from evaluator.task import Task
 from evaluator.task_work import task_work
-from opforge import archive
-from opforge.population import Member, member_from_result, member_from_scored
-from opforge.proposals import Proposal, ProposalThread, Proposer
-from opforge.strategy import EvolutionStrategy, StrategyConfig
+from opforge.run import archive
+from opforge.run.population import Member, member_from_result, member_from_scored
+from opforge.run.proposals import Proposal, ProposalThread, Proposer
+from opforge.run.strategy import EvolutionStrategy, StrategyConfig
 from store import CandidateRecord, RunRecord, RunStatus, Store, TaskRecord
 
 TICK_S = 0.5                    # progress refresh while waiting
@@ -95,7 +95,7 @@ def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[
               bench_id: int | None = None, use_archive: bool = False, device: str | None = None) -> RunRecord:
     """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
     first round writes kernels from the reference. With `use_archive`, the task's fastest earlier kernels join
-    generation 0 and related tasks' kernels are noted as inspirations (see `opforge.archive`).
+    generation 0 and related tasks' kernels are noted as inspirations (see `opforge.run.archive`).
 
     Generation 0 never outgrows the budget: the seed comes first, then as many archived kernels (fastest first) as
     the budget leaves room for; the run's configuration names only those it took."""

@@ -18,7 +18,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from opforge.population import Member, Population
+from opforge.run.population import Member, Population
 
 
 @dataclass(frozen=True, slots=True)

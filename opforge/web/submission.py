@@ -18,11 +18,11 @@ from typing import Any
 
 from evaluator import TaskError
 from evaluator.task import task_from_source
-from opforge.cli import UsageError
-from opforge.coders import resolve_coder
-from opforge.run_setup import (RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run,
+from opforge.errors import UsageError
+from opforge.run.proposers import resolve_coder
+from opforge.run.plan import (RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run,
                                 seed_source_problem)
-from opforge.search import SearchError
+from opforge.run.search import SearchError
 from store import JobRecord, Store, StoreError
 
 MAX_FILE_BYTES = 256 * 1024

@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from evaluator.result import EvalResult
-from opforge import svg_plots
-from opforge.commands.jobs import job_rows
+from opforge.reports import svg_plots
+from opforge.cli.commands.jobs import job_rows
 from opforge.display import format_bytes, format_speedup
-from opforge.html_report import candidate_rows
-from opforge.leaderboard import leaderboard
-from opforge.population import Member
-from opforge.report import RunReport, member_json, run_report
+from opforge.reports.html import candidate_rows
+from opforge.reports.leaderboard import leaderboard
+from opforge.run.population import Member
+from opforge.reports.run_summary import RunReport, member_json, run_report
 from store import CandidateRecord, EvaluationRecord, JobState, RunRecord, Store, StoreError
 
 T = TypeVar("T")

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from benchmarks import list_suites
 from evaluator import EvalConfig
-from opforge.bench import agent_label, bench_tasks, run_bench
-from opforge.cli import UsageError
-from opforge.coders import add_llm_arguments, llm_config, resolve_coder
-from opforge.commands.optimize import local_device_name, make_runner
-from opforge.run_setup import DEFAULT_TIMING_S
+from opforge.run.bench import agent_label, bench_tasks, run_bench
+from opforge.errors import UsageError
+from opforge.run.proposers import add_llm_arguments, llm_config, resolve_coder
+from opforge.cli.commands.optimize import local_device_name, make_runner
+from opforge.run.plan import DEFAULT_TIMING_S
 from opforge.display import format_speedup
-from opforge.search import eval_config_json
+from opforge.run.search import eval_config_json
 from store import StoreError, get_store
 
 DEFAULT_BUDGET_PER_TASK = 10

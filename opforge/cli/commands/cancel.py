@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from store import JobState, StoreError, get_store
 
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from evaluator import TaskError, load_task
-from opforge.bench import bench_tasks
-from opforge.cli import UsageError
-from opforge.dataset import (
+from opforge.run.bench import bench_tasks
+from opforge.errors import UsageError
+from opforge.export.dataset import (
     SCHEMA_VERSION,
     DatasetError,
     ExportFilter,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evaluator import EvalConfig, EvalResult, TaskError, evaluate, load_candidate, load_task
 from evaluator.candidate import CandidateFileError
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from opforge.display import format_bytes, format_ms, format_speedup
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import list_suites
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from opforge.display import format_speedup
 from opforge.export import ExportError, check_name, export_package, suite_runs
 from store import StoreError, get_store

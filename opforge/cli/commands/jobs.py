@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from opforge.display import format_speedup
 from store import JobRecord, JobState, Store, StoreError, get_store
 

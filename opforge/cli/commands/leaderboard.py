@@ -1,4 +1,4 @@
-"""`opforge leaderboard [--suite NAME]`: each agent configuration's scores on a suite (see opforge/leaderboard.py)."""
+"""`opforge leaderboard [--suite NAME]`: each agent configuration's scores on a suite (see opforge/reports/leaderboard.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from benchmarks import list_suites
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from opforge.display import format_speedup
-from opforge.leaderboard import FAST_P, leaderboard
-from opforge.progress import format_tokens
+from opforge.reports.leaderboard import FAST_P, leaderboard
+from opforge.run.progress import format_tokens
 from store import StoreError, get_store
 
 

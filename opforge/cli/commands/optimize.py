@@ -11,15 +11,15 @@ from typing import Any
 from evaluator import Task, TaskError
 from evaluator.device import device_info, resolve_device
 from evaluator.pool import LocalRunner, RayRunner, Runner
-from opforge import archive
-from opforge.cli import UsageError
-from opforge.coders import make_proposer
+from opforge.run import archive
+from opforge.errors import UsageError
+from opforge.run.proposers import make_proposer
 from opforge.display import format_speedup
-from opforge.progress import ProgressPrinter
-from opforge.report import member_json, run_done, run_report
-from opforge.run_setup import add_run_arguments, check_run_numbers, plan_run
-from opforge.search import Budget, RunOutcome, Search, SearchError, eval_config_from, start_run
-from opforge.strategy import StrategyConfig
+from opforge.run.progress import ProgressPrinter
+from opforge.reports.run_summary import member_json, run_done, run_report
+from opforge.run.plan import add_run_arguments, check_run_numbers, plan_run
+from opforge.run.search import Budget, RunOutcome, Search, SearchError, eval_config_from, start_run
+from opforge.run.strategy import StrategyConfig
 from store import RunRecord, Store, StoreError, get_store
 
 

@@ -1,5 +1,5 @@
 """`opforge report RUN_ID|--suite NAME --out DIR`: a self-contained HTML report with plots, and its data as CSV and
-JSON (see opforge/html_report.py)."""
+JSON (see opforge/reports/html.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import list_suites
-from opforge.cli import UsageError
-from opforge.html_report import ReportBundle, run_bundle, suite_bundle
+from opforge.errors import UsageError
+from opforge.reports.html import ReportBundle, run_bundle, suite_bundle
 from store import StoreError, get_store
 
 

@@ -9,9 +9,9 @@ import argparse
 import json
 import sys
 
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from opforge.display import format_speedup
-from opforge.report import run_report
+from opforge.reports.run_summary import run_report
 from store import Store, StoreError, get_store
 
 

@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 
-from opforge.cli import UsageError
+from opforge.errors import UsageError
 from store import StoreError, get_store
 
 DEFAULT_HOST = "127.0.0.1"

@@ -12,9 +12,9 @@ import json
 import sys
 
 from evaluator import TaskError
-from opforge.cli import UsageError
-from opforge.run_setup import add_run_arguments, check_run_numbers, plan_run, queue_run
-from opforge.search import SearchError
+from opforge.errors import UsageError
+from opforge.run.plan import add_run_arguments, check_run_numbers, plan_run, queue_run
+from opforge.run.search import SearchError
 from store import StoreError, get_store
 
 

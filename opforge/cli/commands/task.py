@@ -15,8 +15,8 @@ from pathlib import Path
 from benchmarks.kernelbench import problems
 from evaluator import TaskError, TaskReport, default_evaluator, load_task
 from evaluator.evaluate import META_NOTE
-from opforge.cli import UsageError
-from opforge.commands.eval import require_device
+from opforge.errors import UsageError
+from opforge.cli.commands.eval import require_device
 
 CLEAN, DEGENERATE, UNUSABLE = 0, 1, 2
 

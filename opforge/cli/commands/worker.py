@@ -7,9 +7,9 @@ import signal
 from types import FrameType
 
 from evaluator.pool import Runner
-from opforge.cli import UsageError
-from opforge.commands.optimize import make_runner
-from opforge.worker import (DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_POLL_S, Worker,
+from opforge.errors import UsageError
+from opforge.cli.commands.optimize import make_runner
+from opforge.run.job_worker import (DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_POLL_S, Worker,
                             WorkerSettings, default_worker_id)
 from store import StoreError, get_store
 
