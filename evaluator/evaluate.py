@@ -18,7 +18,7 @@ from typing import Any
 
 from evaluator import policy
 from evaluator.build_cache import BuildCache
-from evaluator.build_stage import BuildServer, build_mode, load_candidate
+from evaluator.build_stage import BuildServer, build_mode, hidden_caches, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
@@ -64,7 +64,7 @@ class LocalEvaluator:
         with self._lock:
             key = (device, role)
             if key not in self._zygotes:
-                hidden = (str(self.build_cache.root),) if self.build_cache and role == "candidate" else ()
+                hidden = hidden_caches(self.build_cache) if role == "candidate" else ()
                 self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
             return self._zygotes[key]
 

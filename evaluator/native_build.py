@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from evaluator.native_spec import NativeSpec
 
@@ -175,10 +175,12 @@ class NativeCache:
                 out.append(json.loads(line))
         return out
 
-    def get_or_build(self, spec: NativeSpec, *, timeout_s: float = COMPILE_TIMEOUT_S, prefix: Sequence[str] = (),
-                     env: dict[str, str] | None = None, context: str = "local",
-                     workdir_parent: Path | None = None) -> Outcome:
-        """The cached outcome, or a fresh build (stored unless it timed out or no compiler could run)."""
+    def get_or_build(self, spec: NativeSpec, *, timeout_s: float = COMPILE_TIMEOUT_S,
+                     prefix_for: Callable[[Path], Sequence[str] | None] | None = None,
+                     env_for: Callable[[Path], dict[str, str]] | None = None, context: str = "local") -> Outcome:
+        """The cached outcome, or a fresh build (stored unless it timed out or no compiler could run). `prefix_for`
+        and `env_for` give the compiler's sandbox and environment for a build folder (None from `prefix_for`: the
+        sandbox does not work here)."""
         key = entry_key(spec)
         if (hit := self.lookup(key)) is not None:
             return hit
@@ -188,7 +190,11 @@ class NativeCache:
                 return Outcome("timeout", key, "another build of the same sources did not finish in time")
             if (hit := self.lookup(key)) is not None:
                 return hit
-            with tempfile.TemporaryDirectory(prefix="native-build-", dir=workdir_parent) as work:
+            with tempfile.TemporaryDirectory(prefix="native-build-") as work:
+                prefix = prefix_for(Path(work)) if prefix_for is not None else ()
+                if prefix is None:
+                    return Outcome("unavailable", key, "the native builder's sandbox does not work here")
+                env = env_for(Path(work)) if env_for is not None else None
                 started = time.time()
                 outcome = build_once(spec, key, Path(work), deadline - time.monotonic(), prefix, env)
                 if outcome.status != "unavailable":
