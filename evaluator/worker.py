@@ -88,7 +88,8 @@ class Worker:
     def cmd_load(self, cmd: dict[str, Any]) -> None:
         device = torch.device(cmd["device"])
         try:
-            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device))
+            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device),
+                                  bool(cmd.get("interpreter_shape")))
         except Exception as exc:
             self.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
             return
@@ -103,7 +104,9 @@ class Worker:
             tol = getattr(self.rt.module, "TOLERANCE", None)
             self.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
-                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
+                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None,
+                          "interpreter_shape": None if self.rt.interpreter_shape is None else
+                          {k: repr(v) for k, v in self.rt.interpreter_shape.items()}})
             return
         path = Path(os.getcwd()) / "candidate.py"
         path.write_text(cmd["candidate_source"])
