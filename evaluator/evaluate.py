@@ -18,7 +18,8 @@ from typing import Any
 
 from evaluator import policy
 from evaluator.build_cache import BuildCache
-from evaluator.build_stage import BuildServer, build_mode, load_candidate
+from evaluator.backend import backend_of, has_cuda_sources, runs_in_triton_interpreter
+from evaluator.build_stage import BuildServer, build_mode, hidden_caches, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
@@ -64,7 +65,7 @@ class LocalEvaluator:
         with self._lock:
             key = (device, role)
             if key not in self._zygotes:
-                hidden = (str(self.build_cache.root),) if self.build_cache and role == "candidate" else ()
+                hidden = hidden_caches(self.build_cache) if role == "candidate" else ()
                 self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
             return self._zygotes[key]
 
@@ -168,12 +169,19 @@ class LocalEvaluator:
              ref: WorkerConnection, cand: WorkerConnection) -> EvalResult:
         init_seeds = [fresh_seed() for _ in range(64)]
         load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": kind,
-                "init_seeds": init_seeds}
+                "init_seeds": init_seeds, "interpreter_shape": runs_in_triton_interpreter(candidate.source, kind)}
         reply, _ = ref.request(load, cfg.compile_timeout_s, "loading the task")
         n_variants = int(reply["variants"])
         if n_variants > len(init_seeds):
             init_seeds += [fresh_seed() for _ in range(n_variants - len(init_seeds))]
         tolerance = reply.get("tolerance")
+        shape = reply.get("interpreter_shape")
+        shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
+                      "since Triton runs in its interpreter on this CPU") if shape else ""
+
+        def backend(kernels: dict[str, int] | None) -> str | None:
+            return backend_of(kernels or {}, cuda_sources=has_cuda_sources(candidate.source), device_kind=kind,
+                              allow_torch=cfg.allow_torch)
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
         load_candidate(cand, {**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
                        "importing and compiling the candidate", builds)
@@ -218,7 +226,7 @@ class LocalEvaluator:
                     inputs = "new values in the same input tensors as an earlier call"
                 return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",
                                   max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev,
-                                  trials=tuple(trials))
+                                  backend=backend(checked_kernels), trials=tuple(trials))
 
         meter = EnergyMeter(kind)
         m = measure(ref, cand, cfg, kind, meter)
@@ -258,12 +266,14 @@ class LocalEvaluator:
                                                 cfg.compile_timeout_s, cfg.sandbox))
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
+        reason += shape_note
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
                           reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j,
                           reference_energy_j=m.reference_energy_j, power_w=m.power_w,
-                          profile=MappingProxyType(profile), device=dev, suspicious=suspicious,
+                          profile=MappingProxyType(profile), device=dev, backend=backend(checked_kernels),
+                          suspicious=suspicious,
                           trials=tuple(trials))
 
 

@@ -37,6 +37,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
                     "evaluator.worker", "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
+                    "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
@@ -63,7 +64,7 @@ class Guards:
         self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
-        self.build_client: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]] | None = None
+        self.build_client: Callable[..., tuple[dict[str, Any], list[Any]]] | None = None  # (spec, kind="cuda")
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
         self.collecting = False  # record the builds only (the build stage), returning stubs
         self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
@@ -174,6 +175,27 @@ class Guards:
 
         cpp_extension.load_inline = load_inline
         cpp_extension.load = load
+
+        from evaluator import native
+        native.serve(self.native_build, counter)
+
+    def native_build(self, spec: Any) -> bytes | None:
+        """A `load_c` call's library, from the driver's build stage (`native_stage.py`): its bytes, None while the
+        driver only collects the builds; raises NativeBuildError with the compiler's log or the reason."""
+        from evaluator.native_build import NativeBuildError
+        if self.build_client is None:
+            raise NativeBuildError(f"load_c({spec.name!r}) was called after the candidate was imported; in a "
+                                   "candidate, call load_c at module level so the evaluator can build it")
+        reply, blobs = self.build_client(spec.to_json(), "native")
+        verdict = reply.get("verdict")
+        if verdict == "built":
+            if self.collecting:
+                return None
+            if blobs:
+                return blobs[0].numpy().tobytes()
+        if verdict == "compile_error":
+            raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}): the sources do not compile"))
+        raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}) could not be built ({verdict})"))
 
     def launch_total(self) -> int:
         return sum(self.launches.values())

@@ -26,7 +26,7 @@ class TaskRuntimeError(Exception):
 
 
 class TaskRuntime:
-    def __init__(self, source: str, name: str, device: str):
+    def __init__(self, source: str, name: str, device: str, interpreter_shape: bool = False):
         self.name = name
         self.device = torch.device(device)
         self.module = types.ModuleType(f"_opforge_task_{name}")
@@ -40,6 +40,14 @@ class TaskRuntime:
         for attr in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(self.module, attr):
                 raise TaskRuntimeError(f"does not define {attr}")
+        # The benchmark shape of a Triton candidate on the CPU (Triton's interpreter), reference and candidate alike.
+        self.interpreter_shape: dict[str, Any] | None = None
+        override = getattr(self.module, "INTERPRETER_SHAPE", None) if interpreter_shape else None
+        if override is not None:
+            if not isinstance(override, dict) or not all(isinstance(k, str) for k in override):
+                raise TaskRuntimeError("INTERPRETER_SHAPE must be a dict of module-level names to values")
+            self.module.__dict__.update(override)
+            self.interpreter_shape = dict(override)
         shapes = getattr(self.module, "SHAPES", None) or []
         if not isinstance(shapes, (list, tuple)) or not all(isinstance(v, dict) for v in shapes):
             raise TaskRuntimeError("SHAPES must be a list of dicts of module-level names to values")
