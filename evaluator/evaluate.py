@@ -26,10 +26,9 @@ from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
 from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.device import EnergyMeter, device_info, resolve_device
-from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
 from evaluator.result import DeviceInfo, EvalResult, Status
-from evaluator.sandbox import Zygote
+from evaluator.sandbox import SandboxError, Zygote
 from evaluator.task import Task, TaskError
 
 CPU_TIME_SLACK_S = 60
@@ -68,6 +67,16 @@ class LocalEvaluator:
                 hidden = hidden_caches(self.build_cache) if role == "candidate" else ()
                 self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
             return self._zygotes[key]
+
+    def warm(self, device: str, sandbox: str = "auto") -> None:
+        """Launch the reference and candidate zygotes side by side rather than one after the other (a cold
+        evaluation's largest cost); the first spawn of each waits for it to be ready. A zygote that fails to start
+        here is started again, and its error reported, by the first evaluation that needs it."""
+        for role in ("reference", "candidate"):
+            try:
+                self._zygote(device, role, sandbox).launch()
+            except (SandboxError, OSError):
+                pass  # spawn starts it again and says why
 
     def _connect(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task) -> WorkerConnection:
         zygote = self._zygote(device, role, cfg.sandbox)
@@ -150,6 +159,7 @@ class LocalEvaluator:
             return EvalResult(Status.REJECTED, f"static check: {violations[0]}{more}", device=dev,
                               log="\n".join(map(str, violations)))
         nonce = secrets.token_hex(16)
+        self.warm(kind, cfg.sandbox)
         ref = self._connect(kind, "reference", nonce, cfg, task)
         cand = None
         try:
@@ -324,6 +334,7 @@ def _refuse_pytorch_only(trial: int, launches: int, candidate_ops: set[str], ref
     if launches == 0 and reference_ops:
         raise Refused(Status.REJECTED, f"the candidate launched no custom kernel in trial {trial + 1} (no Triton or CUDA "
                                        "extension call ran); PyTorch-only candidates need --allow-torch")
+    from evaluator.guards import recomputes_reference  # not at import: guards imports torch._dynamo (seconds)
     if recomputes_reference(candidate_ops, reference_ops):
         raise Refused(Status.REJECTED, f"in trial {trial + 1} the candidate recomputes the whole reference with PyTorch "
                                        f"({', '.join(sorted(reference_ops))}); its kernels do none of the work")

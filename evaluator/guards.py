@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import builtins
 import hashlib
+from operator import is_
 import os
 import random
 import sys
@@ -60,7 +61,9 @@ class Guards:
         self.tensor_type = torch.Tensor
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
-        self._snapshot: dict[str, dict[str, int]] = {}
+        # namespace label -> (module or class, its names, their values): held, so compared by identity
+        self._snapshot: dict[str, tuple[Any, tuple[str, ...], tuple[Any, ...]]] = {}
+        self._views: list[tuple[Any, tuple[str, ...], tuple[Any, ...]]] = []
         self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
@@ -214,32 +217,46 @@ class Guards:
         for name in _WATCHED_MODULES:
             module = sys.modules.get(name)
             if module is not None:
-                self._snapshot[name] = {k: id(v) for k, v in vars(module).items()}
+                self._snapshot[name] = (module, *_contents(vars(module)))
         self._classes = list(_WATCHED_CLASSES) + [  # and the classes those modules define (Channel, Counter...)
             v for name in _WATCHED_MODULES if (m := sys.modules.get(name)) is not None
             for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
         for cls in self._classes:
-            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
+            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = (cls, *_contents(vars(cls)))
+        self._views = list(self._snapshot.values())
 
     def tampered(self) -> str | None:
-        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'."""
-        for name in _WATCHED_MODULES:
-            before = self._snapshot.get(name)
-            module = sys.modules.get(name)
-            if before is None or module is None:
+        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'.
+
+        Values are compared by identity with `operator.is_` over the namespaces' contents, never with `==` (which
+        would run a replacement's own `__eq__`) nor `id()` (an audited call: the audit hook would run ~26,000 times
+        a check). The whole state is compared at C speed first; names are walked one by one only where something
+        differs, and a namespace that merely gained names (a lazily created attribute) is then taken as it is now."""
+        for name in _WATCHED_MODULES:  # a module swapped in sys.modules reaches the harness's later imports
+            entry = self._snapshot.get(name)
+            if entry is not None and sys.modules.get(name) is not entry[0]:
+                return f"sys.modules[{name!r}]"
+        changed = None
+        for i, (ns, keys, values) in enumerate(self._views):
+            now = vars(ns)
+            if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
                 continue
-            now = vars(module)
-            for key, ident in before.items():
+            changed = changed or self._changed_name(ns)
+            if changed is None:
+                self._views[i] = (ns, *_contents(now))
+        return changed
+
+    def _changed_name(self, ns: Any) -> str | None:
+        for name, (original, keys, values) in self._snapshot.items():
+            if original is not ns:
+                continue
+            now = vars(ns)
+            label = name if isinstance(ns, types.ModuleType) else ns.__qualname__
+            for key, value in zip(keys, values):
                 if key in ("__warningregistry__", "_") or key.startswith("__pycache"):
                     continue
-                if key not in now or id(now[key]) != ident:
-                    return f"{name}.{key}"
-        for cls in self._classes:
-            before = self._snapshot[f"{cls.__module__}.{cls.__qualname__}"]
-            now = vars(cls)
-            for key, ident in before.items():
-                if key not in now or id(now[key]) != ident:
-                    return f"{cls.__qualname__}.{key}"
+                if key not in now or now[key] is not value:
+                    return f"{label}.{key}"
         return None
 
     def extra_threads(self) -> int:
@@ -284,6 +301,10 @@ def dispatch_table() -> dict[str, str]:
 
 def _loaded(*names: str) -> list[types.ModuleType]:
     return [sys.modules[n] for n in names if n in sys.modules and getattr(sys.modules[n], "__file__", None)]
+
+
+def _contents(namespace: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    return tuple(namespace), tuple(namespace.values())
 
 
 def _dispatch_digest(name: str) -> str:
