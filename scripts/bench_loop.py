@@ -30,7 +30,7 @@ from benchmarks import builtin_task, seed_for  # noqa: E402
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate, load_task  # noqa: E402
 from evaluator.result import DeviceInfo, Timing  # noqa: E402
 from evaluator.pool import LocalRunner, RayRunner, Runner  # noqa: E402
-from opforge.search import Budget, Progress, Search, start_run  # noqa: E402
+from opforge.run.search import Budget, Progress, Search, start_run  # noqa: E402
 from store import get_store  # noqa: E402
 
 

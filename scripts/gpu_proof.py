@@ -424,7 +424,7 @@ def part_loop(ctx: "Context") -> list[dict[str, Any]]:
     from bench_loop import InstantProposer
 
     from evaluator.pool import LocalRunner
-    from opforge.search import Budget, Search, start_run
+    from opforge.run.search import Budget, Search, start_run
     from store import get_store
 
     class Listed(InstantProposer):
@@ -479,7 +479,7 @@ def part_sol(ctx: "Context") -> list[dict[str, Any]]:
     from agents.tuner import TuneProposer
     from evaluator.pool import LocalRunner
     from evaluator.task_work import task_work
-    from opforge.search import Budget, Search, start_run
+    from opforge.run.search import Budget, Search, start_run
     from store import get_store
 
     env = ctx.env or part_env(ctx)

@@ -18,9 +18,9 @@ from agents.proposal import Scored
 from agents.tuner import TuneProposer
 from evaluator import Candidate, EvalConfig, load_candidate, load_task
 from evaluator.pool import LocalRunner
-from opforge import archive
-from opforge.report import run_report
-from opforge.search import Budget, Search, start_run
+from opforge.run import archive
+from opforge.reports.run_summary import run_report
+from opforge.run.search import Budget, Search, start_run
 from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent

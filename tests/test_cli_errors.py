@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import opforge.commands.optimize as optimize_cmd
+import opforge.cli.commands.optimize as optimize_cmd
 from opforge.cli import main
-from opforge.commands.serve import DEFAULT_PORT
-from opforge.run_setup import _binds_model_new, resolve_task
+from opforge.cli.commands.serve import DEFAULT_PORT
+from opforge.run.plan import _binds_model_new, resolve_task
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "benchmarks" / "tiny"
@@ -124,7 +124,7 @@ def test_missing_task_path_is_no_such_task_file(tmp_path: Path, capsys, monkeypa
 def test_built_in_names_still_resolve(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)
     assert resolve_task("relu.py").name == "relu" and resolve_task("tiny/relu").name == "relu"
-    from opforge.cli import UsageError
+    from opforge.errors import UsageError
     with pytest.raises(UsageError, match="no built-in task called 'tiny/reluu'"):
         resolve_task("tiny/reluu")
 

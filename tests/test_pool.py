@@ -12,7 +12,7 @@ from agents.tuner import TuneProposer
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, TaskError, load_candidate, load_task
 from evaluator.pool import LocalRunner, RayRunner, evaluate_safely
-from opforge.search import Budget, Search, start_run
+from opforge.run.search import Budget, Search, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"

@@ -16,8 +16,8 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
-from opforge.commands.runs import run_list, run_show
-from opforge.search import Budget, Search, start_run
+from opforge.cli.commands.runs import run_list, run_show
+from opforge.run.search import Budget, Search, start_run
 from opforge.web import views
 from store import QueueState, get_store
 

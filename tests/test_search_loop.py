@@ -10,7 +10,7 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, Status, load_candidate, load_task
 from evaluator.pool import LocalRunner
-from opforge.search import Budget, Search, start_run
+from opforge.run.search import Budget, Search, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"  # 16 x 512: small enough for the interpreter
@@ -49,7 +49,7 @@ def test_search_on_cpu_records_every_verdict(tmp_path, runner):
     for sc in history[1:]:
         assert sc.candidate.origin == "tune" and sc.candidate.parents and sc.candidate.generation >= 1
     totals = store.run_totals(run.id)
-    assert totals.queue == {QueueState.DONE.value: 4} and totals.evaluated == 4 and totals.gpu_s > 0
+    assert totals.queue == {QueueState.DONE.value: 4} and totals.evaluated == 4 and totals.worker_s > 0
     assert store.get_run(run.id).status == RunStatus.DONE
     assert outcome.best is not None and outcome.best.speedup == max(sc.speedup or 0 for sc in history)
     store.close()

@@ -15,8 +15,8 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, TaskError, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
-from opforge.progress import ProgressPrinter
-from opforge.search import Budget, Progress, Search, start_run
+from opforge.run.progress import ProgressPrinter
+from opforge.run.search import Budget, Progress, Search, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"
@@ -103,7 +103,7 @@ def test_slow_proposer_never_delays_recording_results(setup):
 
 def test_evaluation_time_budget_stops_cleanly(setup):
     store, task, seed = setup
-    search, run_id = _search(store, task, seed, Budget(50, gpu_s=0.5), runner=DummyRunner(delay_s=0.2))
+    search, run_id = _search(store, task, seed, Budget(50, worker_s=0.5), runner=DummyRunner(delay_s=0.2))
     outcome = search.run()
     assert outcome.status == RunStatus.DONE and "evaluation-time budget" in outcome.stop_reason
     assert 1 <= outcome.done < 50

@@ -6,8 +6,8 @@ import math
 
 from evaluator.candidate import Candidate
 from evaluator.result import Status
-from opforge.population import EliteArchive, Member, Population, feature_cell, pareto_front
-from opforge.strategy import EvolutionStrategy, StrategyConfig
+from opforge.run.population import EliteArchive, Member, Population, feature_cell, pareto_front
+from opforge.run.strategy import EvolutionStrategy, StrategyConfig
 
 KERNEL = "kernel[grid](x, out, n, BLOCK_SIZE={block}, num_warps={warps})\n# {tag}\n"
 

@@ -140,13 +140,13 @@ def submit_job(
     model: Annotated[str | None, Form(max_length=200, description="the LLM coder's model")] = None,
     timing_s: Annotated[float | None, Form(gt=0, le=600, description="timing cap per side (s)")] = None,
     time_limit_s: Annotated[float | None, Form(gt=0, le=10**7, description="wall time per worker (s)")] = None,
-    gpu_s: Annotated[float | None, Form(gt=0, le=10**9, description="evaluation time budget (s)")] = None,
+    worker_s: Annotated[float | None, Form(gt=0, le=10**9, description="worker-time budget (s): submit to verdict per candidate, summed")] = None,
     max_usd: Annotated[float | None, Form(gt=0, le=10**6, description="LLM spending limit (USD)")] = None,
     no_archive: Annotated[bool, Form(description="do not draw on earlier runs' kernels")] = False,
 ) -> dict[str, Any]:
     settings = request.app.state.settings
     options = SubmitOptions(budget=budget, priority=priority, coder=coder, model=model or None, timing_s=timing_s,
-                            time_limit_s=time_limit_s, gpu_s=gpu_s, max_usd=max_usd, no_archive=no_archive)
+                            time_limit_s=time_limit_s, worker_s=worker_s, max_usd=max_usd, no_archive=no_archive)
     done = submit(store_of(request), read_upload(task, settings.max_file_bytes),
                   read_upload(seed_kernel, settings.max_file_bytes), options, settings.max_file_bytes)
     return done.to_json()

@@ -18,18 +18,18 @@ from typing import Any
 
 from evaluator import TaskError
 from evaluator.task import task_from_source
-from opforge.cli import UsageError
-from opforge.coders import resolve_coder
-from opforge.run_setup import (RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run,
+from opforge.errors import UsageError
+from opforge.run.proposers import resolve_coder
+from opforge.run.plan import (RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run,
                                 seed_source_problem)
-from opforge.search import SearchError
+from opforge.run.search import SearchError
 from store import JobRecord, Store, StoreError
 
 MAX_FILE_BYTES = 256 * 1024
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 FORM_FIELDS = {"--seed-kernel FILE": "a seed kernel upload", "--model NAME": "a model (the model field)",
                "--budget": "the budget", "--timing-s": "timing_s", "--time-limit-s": "time_limit_s",
-               "--gpu-s": "gpu_s", "--max-usd": "max_usd"}  # `opforge submit`'s flags, as a submission names them
+               "--worker-s": "worker_s", "--max-usd": "max_usd"}  # `opforge submit`'s flags, as a submission names them
 
 
 class SubmissionError(Exception):
@@ -56,7 +56,7 @@ class SubmitOptions:
     model: str | None = None
     timing_s: float | None = None
     time_limit_s: float | None = None
-    gpu_s: float | None = None
+    worker_s: float | None = None
     max_usd: float | None = None
     no_archive: bool = False
 
@@ -64,7 +64,7 @@ class SubmitOptions:
         """The same settings as `opforge submit` flags."""
         out = ["--coder", self.coder]
         for flag, value in (("--budget", self.budget), ("--model", self.model), ("--timing-s", self.timing_s),
-                            ("--time-limit-s", self.time_limit_s), ("--gpu-s", self.gpu_s),
+                            ("--time-limit-s", self.time_limit_s), ("--worker-s", self.worker_s),
                             ("--max-usd", self.max_usd)):
             if value is not None:
                 out.append(f"{flag}={value}")  # one token: a value starting with "-" stays a value

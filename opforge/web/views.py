@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from evaluator.result import EvalResult
-from opforge import svg_plots
-from opforge.commands.jobs import job_rows
+from opforge.reports import svg_plots
+from opforge.cli.commands.jobs import job_rows
 from opforge.display import format_bytes, format_speedup
-from opforge.html_report import candidate_rows
-from opforge.leaderboard import leaderboard
-from opforge.population import Member
-from opforge.report import RunReport, member_json, run_report
+from opforge.reports.html import candidate_rows
+from opforge.reports.leaderboard import leaderboard
+from opforge.run.population import Member
+from opforge.reports.run_summary import RunReport, member_json, run_report
 from store import CandidateRecord, EvaluationRecord, JobState, RunRecord, Store, StoreError
 
 T = TypeVar("T")
@@ -78,7 +78,7 @@ def runs(store: Store) -> list[dict[str, Any]]:
         if run.task_id not in names:
             names[run.task_id] = store.get_task(run.task_id).name
         totals = store.run_totals(run.id)
-        out.append(_run_json(run, names[run.task_id], totals.queue.get("done", 0), totals.best_speedup))
+        out.append(_run_json(run, names[run.task_id], totals.evaluated, totals.best_speedup))
     return clean(out)
 
 

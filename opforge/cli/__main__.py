@@ -1,0 +1,5 @@
+import sys
+
+from opforge.cli.main import main
+
+sys.exit(main())
