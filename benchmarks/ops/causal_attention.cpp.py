@@ -12,6 +12,9 @@ SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 
+#define UNROLL 4  /* keys per unrolled step of probabilities x V */
+#define PRAGMA(x) _Pragma(#x)
+#define UNROLLED(n) PRAGMA(GCC unroll n)
 /* Causal attention for one head: q, k, v, o are (seq, d) with row strides ld (so heads can be read in place from a
    fused qkv tensor). kt (d, seq) is k transposed, so each query's scores are a vectorised loop over keys; the
    softmax runs on the row of scores in L1, then the output row is the probabilities times v (vectorised over d). */
@@ -40,6 +43,7 @@ static void attend_head(const float* restrict q, const float* restrict k, const 
         float* restrict out = o + i * ld_out;
         #pragma omp simd
         for (int64_t c = 0; c < d; ++c) out[c] = 0.0f;
+        UNROLLED(UNROLL)
         for (int64_t j = 0; j < n; ++j) {
             float pj = s[j] * inv;
             const float* restrict vj = v + j * ld_in;
