@@ -23,6 +23,7 @@ from evaluator.pool import Runner
 from opforge.run import archive
 from opforge.run.proposers import make_proposer
 from opforge.display import format_speedup
+from opforge.run.peaks import ensure_cpu_peaks
 from opforge.run.search import Budget, Progress, Search, SearchError, ensure_task_work, eval_config_from, start_run
 from opforge.run.strategy import StrategyConfig
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
@@ -152,6 +153,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
     printer = BenchPrinter(bench.id, states, stream)
     share = max(1, runner.capacity // max(1, parallel))
     store.set_bench_status(bench.id, RunStatus.RUNNING)
+    ensure_cpu_peaks(store, config.get("device"))  # the roofline of kernels timed on this CPU, once per device
 
     def one(t: BenchTask, state: TaskState) -> None:
         try:
