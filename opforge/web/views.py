@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from evaluator.result import EvalResult
 from opforge.reports import svg_plots
-from opforge.cli.commands.jobs import job_rows
+from opforge.reports.jobs import job_rows
+from opforge.run.config import stored_backend
 from opforge.display import format_bytes, format_speedup
 from opforge.reports.html import candidate_rows
 from opforge.reports.leaderboard import leaderboard
@@ -85,7 +86,8 @@ def runs(store: Store) -> list[dict[str, Any]]:
 def _run_json(run: RunRecord, task: str, done: int, best: float | None) -> dict[str, Any]:
     return {"run_id": run.id, "task": task, "status": run.status.value, "evaluated": done,
             "budget": run.budget.get("max_candidates"), "best_speedup": best, "bench_id": run.bench_id,
-            "coder": run.config.get("coder"), "created_at": run.created_at.isoformat(timespec="seconds"),
+            "coder": run.config.get("coder"), "backend": stored_backend(run.config),
+            "created_at": run.created_at.isoformat(timespec="seconds"),
             "updated_at": run.updated_at.isoformat(timespec="seconds")}
 
 
