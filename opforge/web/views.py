@@ -19,7 +19,7 @@ from opforge.reports.html import candidate_rows
 from opforge.reports.leaderboard import leaderboard
 from opforge.run.population import Member
 from opforge.reports.run_summary import RunReport, member_json, run_report
-from store import CandidateRecord, EvaluationRecord, JobState, RunRecord, Store, StoreError
+from store import CandidateRecord, EvaluationRecord, JobState, RunRecord, Store, UnknownId
 
 T = TypeVar("T")
 MAX_LISTED = 500  # newest jobs and runs on a page or in a list answer
@@ -34,11 +34,12 @@ class Conflict(Exception):
 
 
 def found(fetch: Callable[[], T], what: str, ident: int) -> T:
-    """`fetch()`, with the store's "has no <thing> with id N" turned into NotFound."""
+    """`fetch()`, with the store's unknown id of this kind turned into NotFound (the store's sentence names the
+    database: not shown)."""
     try:
         return fetch()
-    except StoreError as exc:
-        if " has no " in str(exc):  # Store._get's sentence for an unknown id (it names the database: not shown)
+    except UnknownId as exc:
+        if exc.what == what:
             raise NotFound(f"There is no {what} with id {ident} in this store.") from None
         raise
 

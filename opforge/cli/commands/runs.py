@@ -11,6 +11,7 @@ import sys
 
 from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
+from opforge.run.config import stored_backend
 from opforge.display import format_speedup
 from opforge.reports.run_summary import run_report
 from store import StoreError
@@ -43,6 +44,7 @@ def run_list(args: argparse.Namespace) -> int:
                 task_names[r.task_id] = store.get_task(r.task_id).name
             totals = store.run_totals(r.id)
             rows.append({"run_id": r.id, "task": task_names[r.task_id], "status": r.status.value,
+                         "backend": stored_backend(r.config),
                          "evaluated": totals.evaluated, "budget": r.budget.get("max_candidates"),
                          "best_speedup": totals.best_speedup, "worker_s": r.worker_s,
                          "created_at": r.created_at.isoformat(timespec="seconds")})
