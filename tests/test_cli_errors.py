@@ -252,7 +252,7 @@ def test_web_form_and_cli_judge_a_seed_kernel_by_one_rule(tmp_path: Path, capsys
 
 def test_a_lost_command_module_fails_loudly(monkeypatch) -> None:  # noqa: ANN001
     """A command whose module is missing must break the CLI (and its tests), not vanish from `opforge --help`."""
-    import opforge.cli.main as cli_main
+    import opforge.cli.program as cli_main
 
     monkeypatch.setattr(cli_main, "COMMAND_MODULES", (*cli_main.COMMAND_MODULES, "no_such_command"))
     with pytest.raises(ModuleNotFoundError, match="no_such_command"):
@@ -260,7 +260,7 @@ def test_a_lost_command_module_fails_loudly(monkeypatch) -> None:  # noqa: ANN00
 
 
 def test_every_command_module_registers_its_command() -> None:
-    import opforge.cli.main as cli_main
+    import opforge.cli.program as cli_main
 
     parser = cli_main.build_parser()
     [sub] = [a for a in parser._actions if a.dest == "command"]
