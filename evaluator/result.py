@@ -77,7 +77,7 @@ class EvalResult:
     power_w: float | None = None
     profile: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     device: DeviceInfo = UNKNOWN_DEVICE
-    backend: str | None = None  # triton | cuda | cpp | torch: what the candidate's kernels are written in
+    backend: str | None = None  # triton | cuda | cpp | torch: the kernels the checked calls launched (backend.py)
     log: str = ""
     suspicious: bool = False
     trials: tuple[Mapping[str, Any], ...] = ()

@@ -26,6 +26,11 @@ def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
         raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # OpenMP threads that finished a parallel region spin ~0.1 ms, then sleep: an honest OpenMP kernel's idle pool
+    # (PyTorch's and a native candidate's alike) is never mistaken for work running in the background between calls,
+    # and OMP_WAIT_POLICY=active in the caller's environment cannot make it so.
+    os.environ.pop("OMP_WAIT_POLICY", None)
+    os.environ["GOMP_SPINCOUNT"] = "100000"
 
 
 def _set_limits(memory_bytes: int, cpu_s: int) -> None:
@@ -90,6 +95,7 @@ def main() -> None:
     import evaluator.guards  # noqa: F401
     import evaluator.worker  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
+    import evaluator.native  # noqa: F401 - load_c, served by the build stage in candidate workers
     import torch.profiler  # noqa: F401
 
     if role == "candidate":
