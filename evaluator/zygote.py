@@ -73,7 +73,11 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
     guards.install_launch_counters(cuda_available=request["device"] == "cuda")
     if role == "candidate":
+        process_tree.set_undumpable(dumpable=True)  # for a moment, so it can map its own user namespace
         process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
+        # Native code can open /proc/<pid>/mem: no worker may read or write another's memory (a concurrent
+        # candidate's results) or its zygote's (the nonces of every worker it spawned), nor be read by them.
+        process_tree.set_undumpable()
         process_tree.drop_capabilities()
         _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
         guards.install_dispatch_guard()
@@ -102,8 +106,8 @@ def main() -> None:
         evaluator.guards.prime_dispatch_snapshot()
     control = socket.socket(fileno=control_fd)
     process_tree.set_subreaper()
-    if role == "reference":
-        process_tree.set_undumpable()  # it holds the driver's full environment
+    # The reference zygote holds the driver's full environment; the candidate zygote every worker's nonce.
+    process_tree.set_undumpable()
     children: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     control.sendall(b'{"ready": true}\n')
