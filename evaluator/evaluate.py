@@ -71,7 +71,8 @@ class LocalEvaluator:
     def _connect(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task) -> WorkerConnection:
         zygote = self._zygote(device, role, cfg.sandbox)
         cpu_s = int(cfg.compile_timeout_s + 4 * cfg.run_timeout_s + CPU_TIME_SLACK_S)
-        handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s)
+        gpu_share = cfg.gpu_memory_fraction if device == "cuda" and role == "candidate" else 0.0
+        handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s, gpu_share)
         return WorkerConnection(zygote, handle, nonce, role, task.label)
 
     def device(self, kind: str) -> DeviceInfo:

@@ -49,7 +49,8 @@ _COPY_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::empty_like",
 
 
 class Guards:
-    def __init__(self) -> None:
+    def __init__(self, watched_modules: tuple[str, ...] = _WATCHED_MODULES) -> None:
+        self.watched_modules = watched_modules
         # Captured before the candidate exists: later patches of these names do not reach the harness.
         self.now_ns: Callable[[], int] = time.perf_counter_ns
         self.cpu_s: Callable[[], float] = time.process_time  # every thread of this process, PyTorch's pools too
@@ -139,9 +140,13 @@ class Guards:
             return run
 
         try:
-            from triton.runtime import interpreter, jit
-            jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
+            from triton.runtime import interpreter
             interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run)
+            if cuda_available:
+                install_compiled_launch_counter(counter)
+            else:
+                from triton.runtime import jit
+                jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
         except ImportError:
             pass
 
@@ -189,19 +194,19 @@ class Guards:
         self.baseline_threads = self.thread_count()
         if dispatcher:
             self._dispatch = _take_primed_dispatch() or dispatch_table()
-        for name in _WATCHED_MODULES:
+        for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:
                 self._snapshot[name] = {k: id(v) for k, v in vars(module).items()}
         self._classes = list(_WATCHED_CLASSES) + [  # and the classes those modules define (Channel, Counter...)
-            v for name in _WATCHED_MODULES if (m := sys.modules.get(name)) is not None
+            v for name in self.watched_modules if (m := sys.modules.get(name)) is not None
             for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
         for cls in self._classes:
             self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
 
     def tampered(self) -> str | None:
         """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'."""
-        for name in _WATCHED_MODULES:
+        for name in self.watched_modules:
             before = self._snapshot.get(name)
             module = sys.modules.get(name)
             if before is None or module is None:
@@ -240,6 +245,25 @@ class Guards:
                 if any(s < ie and is_ < e for is_, ie in spans):
                     return f"output {i} shares memory with an input (outputs must be fresh tensors)"
         return None
+
+
+def install_compiled_launch_counter(counter: dict[str, int], kernel_class: Any = None) -> None:
+    """On a GPU, count at the launch of a compiled kernel: Triton calls `CompiledKernel.launch_metadata` right before
+    every launch, both from `JITFunction.run` (kernel[grid](...), autotuned or not) and from a compiled kernel's own
+    `kernel.warmup(...)[grid](...)`, and not for a warm-up that only compiles. Counting `JITFunction.run` instead
+    would miss the second path and count the third."""
+    if kernel_class is None:
+        from triton.compiler.compiler import CompiledKernel
+        kernel_class = CompiledKernel
+    original = kernel_class.launch_metadata
+
+    def launch_metadata(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(getattr(kernel, "src", None), "fn", None)
+        label = f"triton:{getattr(fn, '__name__', None) or getattr(kernel, 'name', '?')}"
+        counter[label] = counter.get(label, 0) + 1
+        return original(kernel, *args, **kwargs)
+    launch_metadata.__wrapped__ = original  # type: ignore[attr-defined]
+    kernel_class.launch_metadata = launch_metadata
 
 
 _primed_dispatch: list[dict[str, str]] = []

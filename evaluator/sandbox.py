@@ -155,14 +155,15 @@ class Zygote:
             raise SandboxError(f"the evaluation zygote stopped answering {err.decode(errors='replace')}".strip())
         return json.loads(raw)
 
-    def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0) -> WorkerHandle:
+    def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0,
+              gpu_memory_fraction: float = 0.0) -> WorkerHandle:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             ours, theirs = socket.socketpair()
             log_r, log_w = os.pipe()
             request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
-                       "cpu_limit_s": cpu_limit_s}
+                       "cpu_limit_s": cpu_limit_s, "gpu_memory_fraction": gpu_memory_fraction}
             try:
                 socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w])
                 reply = self._readline(timeout_s=30)
