@@ -37,6 +37,7 @@ class SideRecord:
     energy_s: float = 0.0
     blocks: int = 0
     kernels: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+    left_running_ms: list[float] = field(default_factory=list)  # per block, the median time work outlived a call
 
     def saw_kernels(self, fewest: dict[str, int]) -> None:
         self.kernels = fewest if self.kernels is None else {k: min(n, fewest.get(k, 0))
@@ -93,6 +94,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         if next_seed is None:
             final, _ = conn.recv(cfg.run_timeout_s, "finishing its timed calls")
             rec.saw_kernels({str(k): int(n) for k, n in (final.get("kernels") or {}).items()})
+            rec.left_running_ms.append(float(final.get("left_running_ms") or 0.0))
             break
         seed = next_seed
     elapsed = time.perf_counter() - start
@@ -121,6 +123,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, None, first=False)
     _cross_check(ref, cand, device_kind)
+    _refuse_work_left_running(cand)
     energy = power = None
     if cand.energy_calls:
         energy = cand.energy_j / cand.energy_calls
@@ -162,6 +165,23 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
                       f"the candidate's reported times disagree with the driver's clock: its calls took "
                       f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
                       f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
+
+
+LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this
+LEFT_RUNNING_SHARE = 0.25
+
+
+def _refuse_work_left_running(cand: SideRecord) -> None:
+    """Refuse a candidate whose calls return before their work is done: the device stays busy after the call's end
+    mark on the current stream (work on a side stream the current stream never waits for). Its outputs are not ready
+    for a caller on that stream, and its timings would miss the work. Judged on the median over blocks."""
+    if not cand.left_running_ms or not cand.samples_ms:
+        return
+    left = statistics.median(cand.left_running_ms)
+    if left > max(LEFT_RUNNING_FLOOR_MS, LEFT_RUNNING_SHARE * statistics.median(cand.samples_ms)):
+        raise Refused(Status.REJECTED,
+                      f"the device kept working {left:.3f} ms after the candidate's calls returned (work on another "
+                      "stream that the current stream does not wait for): its outputs are not ready when it returns")
 
 
 def _iqr(xs: list[float]) -> float:

@@ -96,6 +96,7 @@ class Worker:
         self.init_seeds = list(cmd["init_seeds"])
         self.compiled = bool(cmd.get("compile"))
         self.timer = timing.CallTimer(device)
+        self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
         self.models.clear()
         self.guards.take_snapshot(dispatcher=self.enforce)
         if self.role == "reference":
@@ -218,10 +219,12 @@ class Worker:
                 timer.time_call(model, warm_inputs)
             del warm_inputs
             fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+            left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
                 ms, out = timer.time_call(model, inputs)
+                left_running.append(timer.left_running_ms)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
@@ -242,7 +245,8 @@ class Worker:
         if self.enforce and problem:
             self.send({"status": "rejected", "reason": f"during timing: {problem}"})
             return
-        self.send({"status": "timed", "kernels": fewest or {}})
+        self.send({"status": "timed", "kernels": fewest or {},
+                   "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
     def cmd_check(self, cmd: dict[str, Any]) -> None:
         """The costlier checks on their own, the dispatch table included: the driver asks once timing is over."""
