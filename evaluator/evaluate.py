@@ -9,10 +9,12 @@ above the suspicious threshold, a re-measure by the driver's own clock -> profil
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import secrets
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -24,6 +26,7 @@ from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
 from evaluator.degeneracy import Probes, describe_facts, judge
+from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import EnergyMeter, device_info, resolve_device
 from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
@@ -53,8 +56,10 @@ class TaskReport:
 class LocalEvaluator:
     """Evaluates on this machine: one trusted reference zygote and one sandboxed candidate zygote per device."""
 
-    def __init__(self, sandbox: str = "auto", build_cache: str | None = None):
+    def __init__(self, sandbox: str = "auto", build_cache: str | None = None, lock_dir: Path | None = None,
+                 phase_observer: PhaseObserver | None = None):
         self.sandbox = sandbox
+        self._lock_dir, self._phase_observer = lock_dir, phase_observer  # one timed phase per device (device_lock.py)
         self.build_cache = BuildCache.open(build_cache)  # None: switched off (builds stay private to each worker)
         self._zygotes: dict[tuple[str, str], Zygote] = {}
         self._lock = threading.Lock()
@@ -74,6 +79,10 @@ class LocalEvaluator:
         gpu_share = cfg.gpu_memory_fraction if device == "cuda" and role == "candidate" else 0.0
         handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s, gpu_share)
         return WorkerConnection(zygote, handle, nonce, role, task.label)
+
+    def _timed(self, kind: str, what: str) -> contextlib.AbstractContextManager[None]:
+        """The device's timed phase: held around timing and profiling only, never around trials or builds."""
+        return DeviceLock(device_key(kind), self._lock_dir, self._phase_observer).held(what)
 
     def device(self, kind: str) -> DeviceInfo:
         if kind not in self._devices:
@@ -222,7 +231,8 @@ class LocalEvaluator:
                                   trials=tuple(trials))
 
         meter = EnergyMeter(kind)
-        m = measure(ref, cand, cfg, kind, meter)
+        with self._timed(kind, "timing"):
+            m = measure(ref, cand, cfg, kind, meter)
         if not cfg.allow_torch:
             _refuse_other_work_when_timed(checked_kernels or {}, m.candidate_kernels)
         cand.request({"cmd": "check"}, cfg.run_timeout_s, "the checks after timing")
@@ -239,8 +249,9 @@ class LocalEvaluator:
         speedup = m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
         if speedup > cfg.suspicious_speedup:
             suspicious = True
-            outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
-            outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
+            with self._timed(kind, "the driver's clock check"):
+                outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
+                outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
             outer_speedup = outer_ref / max(outer_cand, 1e-6)
             # The driver's clock also sees costs outside the worker's timer (garbage collection, launch queues), so
             # only a claim four times above what it can confirm is refused: forged timings claim orders of magnitude.
@@ -255,8 +266,9 @@ class LocalEvaluator:
             profile = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
             if kind == "cuda":
                 from evaluator.ncu import profile_with_ncu
-                profile.update(profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
-                                                cfg.compile_timeout_s, cfg.sandbox))
+                with self._timed(kind, "Nsight Compute"):
+                    profile.update(profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
+                                                    cfg.compile_timeout_s, cfg.sandbox))
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
@@ -275,7 +287,8 @@ class LocalEvaluator:
             conn.request({**load, "compile": True}, cfg.compile_timeout_s, "loading the compiled baseline")
             conn.request({"cmd": "run", "variant": 0, "seed": fresh_seed()}, cfg.compile_timeout_s,
                          "compiling the torch.compile baseline")
-            return time_alone(conn, cfg)
+            with self._timed(kind, "the torch.compile baseline"):
+                return time_alone(conn, cfg)
         except (TaskError, Refused):
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
