@@ -30,6 +30,7 @@ from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import EnergyMeter, device_info, resolve_device
 from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
+from evaluator.reference_blame import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
@@ -161,21 +162,31 @@ class LocalEvaluator:
         nonce = secrets.token_hex(16)
         ref = self._connect(kind, "reference", nonce, cfg, task)
         cand = None
+        progress: dict[str, Any] = {}  # the reference's load command, once the candidate has loaded
+        reference_failure: TaskError | None = None
         try:
             cand = self._connect(kind, "candidate", secrets.token_hex(16), cfg, task)
-            result = self._run(task, candidate, cfg, kind, dev, ref, cand)
+            result = self._run(task, candidate, cfg, kind, dev, ref, cand, progress)
         except Refused as exc:
             result = EvalResult(exc.status, exc.reason, device=dev, log=exc.log)
+        except TaskError as exc:
+            if "load" not in progress:
+                raise
+            reference_failure = exc
         finally:
             ref.close()
             if cand is not None:
                 cand.close()
+        if reference_failure is not None:  # the candidate is gone now: does the reference fail alone too?
+            connect = lambda: self._connect(kind, "reference", secrets.token_hex(16), cfg, task)  # noqa: E731
+            result = blame_reference_failure(connect, task, cfg, dev, reference_failure, progress["load"],
+                                             ref.last_request)
         if cand is not None and not result.log:
             result = dataclasses.replace(result, log=cand.log())  # complete now that the worker is gone
         return result
 
     def _run(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, dev: DeviceInfo,
-             ref: WorkerConnection, cand: WorkerConnection) -> EvalResult:
+             ref: WorkerConnection, cand: WorkerConnection, progress: dict[str, Any]) -> EvalResult:
         init_seeds = [fresh_seed() for _ in range(64)]
         load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": kind,
                 "init_seeds": init_seeds}
@@ -187,6 +198,7 @@ class LocalEvaluator:
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
         load_candidate(cand, {**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
                        "importing and compiling the candidate", builds)
+        progress["load"] = load
 
         probe_seed = fresh_seed()
         # (variant, distribution, probe): probes call once on other inputs first, then on the trial's inputs
