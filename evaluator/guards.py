@@ -99,11 +99,12 @@ class Guards:
         check still shows, since it must be there at every call it serves."""
         if self.draw() >= COPY_OPS_CHECK_SHARE:
             return None
-        for name in _COPY_OPS:
-            digest = self._dispatch.get(name)
-            if digest is not None and _dispatch_digest(name) != digest:
-                return f"the kernels of {name}"
-        return None
+        changed = None
+        for name in _COPY_OPS:  # every digest computed, snapshot or not: the same cost in both workers
+            digest, now = self._dispatch.get(name), _dispatch_digest(name)
+            if changed is None and digest is not None and now != digest:
+                changed = f"the kernels of {name}"
+        return changed
 
     def dispatcher_changed(self, deep: bool) -> str | None:
         """A dispatch or function mode left active (it would see every tensor operation of the harness); with

@@ -68,9 +68,10 @@ class Worker:
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
     def _check_copy_ops(self) -> None:
-        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged."""
+        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged.
+        Both roles pay for the check (the driver's clock compares their per-call costs); only the candidate is refused."""
+        changed = self.guards.copy_ops_changed()
         if self.enforce:
-            changed = self.guards.copy_ops_changed()
             if changed and not self.guards.refusals:
                 self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
                                             "harness's copies of its outputs go through")
@@ -271,8 +272,8 @@ class Worker:
                         if isinstance(out, torch.Tensor):
                             self._clone(out)
             timer.sync()
-        problem = self._refuse_reason(deep=True) if self.enforce else None
-        self.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
+        # No check inside the round trip the driver times: it asks for them (`check`) after the batches.
+        self.send({"status": "batched"})
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
