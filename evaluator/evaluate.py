@@ -27,7 +27,8 @@ from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
 from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
-from evaluator.device import EnergyMeter, device_info, resolve_device
+from evaluator.device import device_info, resolve_device
+from evaluator.energy import energy_of_both
 from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
 from evaluator.reference_blame import blame_reference_failure
@@ -243,9 +244,9 @@ class LocalEvaluator:
                                   trials=tuple(trials))
 
         peak, ref_peak = steady_peak(peaks)
-        meter = EnergyMeter(kind)
         with self._timed(kind, "timing"):
-            m = measure(ref, cand, cfg, kind, meter)
+            m = measure(ref, cand, cfg, kind)
+            cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             _refuse_other_work_when_timed(checked_kernels or {}, m.candidate_kernels)
         cand.request({"cmd": "check"}, cfg.run_timeout_s, "the checks after timing")
@@ -287,8 +288,9 @@ class LocalEvaluator:
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
-                          reference_peak_memory_bytes=ref_peak, energy_j=m.energy_j,
-                          reference_energy_j=m.reference_energy_j, power_w=m.power_w,
+                          reference_peak_memory_bytes=ref_peak, energy_j=cand_energy.energy_j if cand_energy else None,
+                          reference_energy_j=ref_energy.energy_j if ref_energy else None,
+                          power_w=cand_energy.power_w if cand_energy else None,
                           profile=MappingProxyType(profile), device=dev, suspicious=suspicious,
                           trials=tuple(trials))
 

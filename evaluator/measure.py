@@ -18,7 +18,6 @@ import torch
 
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
-from evaluator.device import EnergyMeter
 from evaluator.result import Status, Timing
 from evaluator.timing import relative_standard_error
 
@@ -32,9 +31,6 @@ class SideRecord:
     walls_ms: list[float] = field(default_factory=list)
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
     spent_s: float = 0.0
-    energy_j: float = 0.0
-    energy_calls: int = 0
-    energy_s: float = 0.0
     blocks: int = 0
     kernels: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
     left_running_ms: list[float] = field(default_factory=list)  # per block, the median time work outlived a call
@@ -55,9 +51,6 @@ class Measurement:
     reference_ms: Timing
     candidate_ms: Timing
     kept: list[tuple[int, list[torch.Tensor]]]
-    energy_j: float | None
-    power_w: float | None
-    reference_energy_j: float | None = None
     candidate_kernels: dict[str, int] = field(default_factory=dict)  # fewest launches per kernel in a timed call
 
 
@@ -65,15 +58,12 @@ def fresh_seed() -> int:
     return secrets.randbelow(2**31 - 1)
 
 
-def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, meter: EnergyMeter | None,
-           first: bool) -> None:
+def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool) -> None:
     budget_s = cfg.max_timing_s / 4
     seed = fresh_seed()
     conn.send({"cmd": "time", "variant": 0, "seed": seed, "warmup_ms": cfg.warmup_ms if first else 0.0})
     start = time.perf_counter()
-    energy0 = meter.read_j() if meter and not first else None
     previous = None
-    calls = 0
     while True:
         reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
@@ -81,7 +71,6 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
             rec.walls_ms.append((now - previous) * 1e3)
         previous = now
         rec.samples_ms.append(float(reply["ms"]))
-        calls += 1
         keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
         stop = (now - start) >= budget_s or len(rec.samples_ms) >= cfg.max_reps
         next_seed = None if stop else fresh_seed()
@@ -100,16 +89,11 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     elapsed = time.perf_counter() - start
     rec.spent_s += elapsed
     rec.blocks += 1
-    if energy0 is not None and meter is not None:
-        energy1 = meter.read_j()
-        if energy1 is not None:
-            rec.energy_j += energy1 - energy0
-            rec.energy_calls += calls
-            rec.energy_s += elapsed
 
 
-def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig, device_kind: str,
-            meter: EnergyMeter | None = None) -> Measurement:
+def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
+            device_kind: str) -> Measurement:
+    """Both sides timed; energy is metered separately (energy.py)."""
     ref, cand = SideRecord(), SideRecord()
     keep_budget = max(1, cfg.timing_recheck_reps)
     sides = [(reference, ref, 0), (candidate, cand, keep_budget)]
@@ -119,25 +103,20 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         random.shuffle(sides)
         for conn, rec, keeps in sides:
             if not rec.done(cfg):
-                _block(conn, rec, cfg, keeps, meter, first=rec.blocks == 0)
+                _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
-        _block(candidate, cand, cfg, keep_budget, None, first=False)
+        _block(candidate, cand, cfg, keep_budget, first=False)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
-    energy = power = None
-    if cand.energy_calls:
-        energy = cand.energy_j / cand.energy_calls
-        power = cand.energy_j / cand.energy_s if cand.energy_s > 0 else None
-    ref_energy = ref.energy_j / ref.energy_calls if ref.energy_calls else None
     return Measurement(Timing.from_samples(ref.samples_ms), Timing.from_samples(cand.samples_ms), cand.kept,
-                       energy, power, ref_energy, cand.kernels or {})
+                       cand.kernels or {})
 
 
 def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:
     """One more side timed by the same protocol (the torch.compile baseline)."""
     rec = SideRecord()
     while not rec.done(cfg):
-        _block(conn, rec, cfg, 0, None, first=rec.blocks == 0)
+        _block(conn, rec, cfg, 0, first=rec.blocks == 0)
     return Timing.from_samples(rec.samples_ms)
 
 

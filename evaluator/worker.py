@@ -249,6 +249,26 @@ class Worker:
         self.send({"status": "timed", "kernels": fewest or {},
                    "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
+    def cmd_loop(self, cmd: dict[str, Any]) -> None:
+        """Back-to-back calls on one set of inputs for at least `seconds`, synchronised once at the end: the loop
+        the driver meters energy over (energy.py). Replies how many calls ran."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        model = self._model(int(cmd["variant"]))
+        inputs = rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
+        calls, seconds = 0, float(cmd["seconds"])
+        with torch.set_grad_enabled(self.grad):
+            model(*inputs)
+            timer.sync()
+            end_ms = timing.now_ms() + seconds * 1e3
+            while timing.now_ms() < end_ms:
+                model(*inputs)
+                calls += 1
+            timer.sync()
+        problem = self._refuse_reason() if self.enforce else None
+        self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
+                  {"status": "looped", "calls": calls})
+
     def cmd_check(self, cmd: dict[str, Any]) -> None:
         """The costlier checks on their own, the dispatch table included: the driver asks once timing is over."""
         problem = self._refuse_reason(deep=True) if self.enforce else None

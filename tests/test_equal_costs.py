@@ -89,3 +89,11 @@ def test_the_deep_check_comes_on_its_own_command(tmp_path: Path, monkeypatch: py
     worker.cmd_check({})
     assert channel.sent[-1] == {"status": "checked"}
     assert "dispatcher(deep=True)" in guards.calls
+
+
+def test_the_energy_loop_runs_back_to_back_calls_for_as_long_as_asked(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    worker, _, channel = _worker("candidate")
+    worker.cmd_loop({"variant": 0, "seed": 7, "seconds": 0.05})
+    assert channel.sent[-1]["status"] == "looped" and channel.sent[-1]["calls"] > 1
