@@ -275,16 +275,22 @@ class LocalEvaluator:
                                   device=dev, trials=tuple(trials))
         compiled_ms = self._compile_baseline(task, cfg, kind, load) if cfg.compile_baseline else None
         profile: dict[str, float] = {}
+        ncu_problem: str | None = None
         if cfg.profile:
             reply, _ = cand.request({"cmd": "profile", "seed": fresh_seed()}, cfg.run_timeout_s, "profiling")
             profile = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
             if kind == "cuda":
                 from evaluator.ncu import profile_with_ncu
+                ncu_builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "profile")
                 with self._timed(kind, "Nsight Compute"):
-                    profile.update(profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
-                                                    cfg.compile_timeout_s, cfg.sandbox))
+                    ncu = profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
+                                           cfg.compile_timeout_s, cfg.sandbox, kind, ncu_builds.answer,
+                                           cfg.gpu_memory_fraction)
+                profile.update(ncu.metrics)
+                ncu_problem = ncu.problem
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
+        reason += f"; no Nsight Compute metrics: {ncu_problem}" if ncu_problem else ""
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=worst_abs, max_rel_error=worst_rel, peak_memory_bytes=peak,
