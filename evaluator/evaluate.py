@@ -127,7 +127,7 @@ class LocalEvaluator:
                                      "device": kind, "init_seeds": [fresh_seed()] * 64}, timeout_s, "loading")
             n = int(reply["variants"])
             inputs, outputs, ops = [], [], set()
-            base_seed, base = fresh_seed(), []
+            base_seed, base = fresh_seed(), list[Any]()
             for v in range(n):
                 r, got = conn.request({"cmd": "run", "variant": v, "seed": base_seed if v == 0 else fresh_seed(),
                                        "trace": v == 0, "describe_inputs": True}, timeout_s,
@@ -204,7 +204,8 @@ class LocalEvaluator:
         probe_seed = fresh_seed()
         # (variant, distribution, probe): probes call once on other inputs first, then on the trial's inputs
         # refilled into the same tensors ("same-tensors") or on a copy with a few elements changed ("near-copy").
-        plan: list[tuple[int, str, str | None]] = [(0, "task", None)] * max(cfg.trials, 1) + [(0, "normal", None)]
+        plan: list[tuple[int, str, str | None]] = [(0, "task", None)] * max(cfg.trials, 1)
+        plan += [(0, "normal", None)]
         plan += [(0, "task", "same-tensors"), (0, "perturbed", "near-copy")]
         for v in range(1, n_variants):
             plan += [(v, "task", None), (v, "normal", None)]

@@ -91,7 +91,7 @@ class Guards:
                                    "may be defined for new operators only")
             return real(kind, ns, *args, **kwargs)
 
-        torch._C._dispatch_library = guarded_library
+        torch._C._dispatch_library = guarded_library  # type: ignore[assignment] # the guard takes the same calls
 
     def copy_ops_changed(self) -> str | None:
         """The operators the harness runs on a call's outputs right after it (copies, allocations), checked after a
@@ -178,8 +178,8 @@ class Guards:
         def load(name: str, sources: Any, **kwargs: Any) -> Any:
             return wrap_module(real_load(name, sources, **kwargs))
 
-        cpp_extension.load_inline = load_inline
-        cpp_extension.load = load
+        cpp_extension.load_inline = load_inline  # type: ignore[assignment] # wrappers taking the same calls
+        cpp_extension.load = load  # type: ignore[assignment]
 
     def launch_total(self) -> int:
         return sum(self.launches.values())
@@ -220,9 +220,9 @@ class Guards:
                     return f"{name}.{key}"
         for cls in self._classes:
             before = self._snapshot[f"{cls.__module__}.{cls.__qualname__}"]
-            now = vars(cls)
+            attrs = vars(cls)
             for key, ident in before.items():
-                if key not in now or id(now[key]) != ident:
+                if key not in attrs or id(attrs[key]) != ident:
                     return f"{cls.__qualname__}.{key}"
         return None
 

@@ -162,8 +162,8 @@ def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, in
         env["PYTHONPATH"] = str(PROJECT_ROOT)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        metrics, dropped = list(NCU_METRICS), []
-        answer = build_answer or (lambda spec, t: ({"cmd": "built", "verdict": "skipped"}, []))
+        metrics, dropped = list(NCU_METRICS), list[str]()
+        answer: Any = build_answer or (lambda spec, t: ({"cmd": "built", "verdict": "skipped"}, []))
         for _ in range(2):
             report = job / "ncu.csv"
             report.unlink(missing_ok=True)

@@ -20,6 +20,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH")
@@ -111,7 +112,7 @@ class Zygote:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
-        self._reader = None
+        self._reader: Any = None  # the control socket's reader, once started
 
     def _start(self) -> None:
         if self.role == "candidate":
@@ -165,6 +166,7 @@ class Zygote:
             request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
                        "cpu_limit_s": cpu_limit_s, "gpu_memory_fraction": gpu_memory_fraction}
             try:
+                assert self._control is not None
                 socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w])
                 reply = self._readline(timeout_s=30)
             finally:

@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -164,9 +164,10 @@ class Worker:
         else:
             inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
         if cmd.get("prime_seed") is not None:
-            inputs = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
-            if inputs is None:
+            primed = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
+            if primed is None:
                 return
+            inputs = primed
         before = [self._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         launches0 = dict(self.guards.launches)
         cuda = timer.cuda
@@ -213,7 +214,7 @@ class Worker:
         variant = int(cmd["variant"])
         model = self._model(variant)
         seed: int | None = int(cmd["seed"])
-        warm_inputs = rt.inputs(variant, seed)
+        warm_inputs = rt.inputs(variant, int(cmd["seed"]))
         deadline = timing.now_ms() + float(cmd.get("warmup_ms", 0.0))
         with torch.set_grad_enabled(self.grad):
             while timing.now_ms() < deadline:
@@ -343,7 +344,7 @@ class Worker:
             seed = self.init_seeds[variant]
             reference = self.rt.reference_model(variant, seed)
             if self.role == "reference":
-                self.models[variant] = torch.compile(reference) if self.compiled else reference
+                self.models[variant] = cast(torch.nn.Module, torch.compile(reference)) if self.compiled else reference
             else:
                 state = reference.state_dict()
                 del reference
