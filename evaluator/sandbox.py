@@ -125,6 +125,9 @@ class Zygote:
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device, self.hidden) + cmd
         env = scrubbed_environment() if self.role == "candidate" else {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        # Both workers pay the same costs: a coverage tracer (CI's report) in the reference alone would slow its
+        # calls and skew every comparison of the two sides' clocks. The candidate's allow-list drops it already.
+        env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_PROCESS_", "COV_CORE_"))}
         if self.device == "cpu":
             # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
             # library functions are built as interpreted or compiled at import time.

@@ -14,7 +14,7 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from evaluator import TaskError
 from evaluator.task import task_from_source
@@ -123,7 +123,7 @@ def check_seed(upload: Upload, limit_bytes: int = MAX_FILE_BYTES) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit the server
+    def error(self, message: str) -> NoReturn:  # argparse would exit the server
         raise SubmissionError(422, f"{message[0].upper()}{message[1:]}.")
 
 
