@@ -341,7 +341,8 @@ class Store:
         _check_lease(lease_s)
         with self._session(write=True) as s:
             job_id = job_queue.claim(s, worker, lease_s, max_attempts)
-            return None if job_id is None else job_record(job_queue.row(s, job_id))
+            row = None if job_id is None else job_queue.row(s, job_id)
+            return None if row is None else job_record(row)
 
     def heartbeat_job(self, job_id: int, worker: str, lease_s: float) -> JobRecord:
         """Renew `worker`'s lease for `lease_s` seconds from now, if it still holds the job; returns the job as it
