@@ -14,7 +14,7 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from evaluator import TaskError
 from evaluator.task import task_from_source
