@@ -8,8 +8,10 @@ A tunable is one integer value held by one or more literals in the source:
   (`grid = (triton.cdiv(n, 128),)`) is linked to it, so that both change together;
 - an ALL-CAPS assignment of an integer literal (`BLOCK = 256` at module level, in a function or as `self.BLOCK`)
   whose name feeds such a keyword (`BLOCK_SIZE=BLOCK`);
-- in string literals (CUDA sources for `load_inline`), `#define NAME <int>` lines and `constexpr int NAME = <int>;`
-  declarations with a tuning name.
+- in string literals (CUDA sources for `load_inline`, C sources for `load_c`), `#define NAME <int>` lines and
+  `constexpr int NAME = <int>;` declarations with a tuning name. A CUDA block size stays within 1024 threads; a
+  native CPU kernel's (a source that calls `load_c` and defines no `__global__` kernel) is a chunk of work, not a
+  thread count, so it ranges as far as any block.
 
 Flags and problem sizes (`ACTIVATION=1`, `N = 4096`, `#define WARP_SIZE 32`) are not tunables. Python is read with
 `ast`; a rewrite replaces exactly the literals' character spans, so the rest of the file stays byte-identical.
@@ -140,6 +142,7 @@ class _Finder:
     def __init__(self, source: str, tree: ast.Module) -> None:
         self.source = source
         self.tree = tree
+        self.native = "load_c(" in source and "__global__" not in source  # C for the CPU: no CUDA block limit
         self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(source)]
         self.parent: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):
@@ -156,7 +159,7 @@ class _Finder:
             Tunable(
                 label=f"{name}@L{line}" if name in repeated else name,
                 name=name, value=value, role=role, kind=kind, spans=spans,
-                choices=choices_for(value, role, cuda=kind == "cuda"),
+                choices=choices_for(value, role, cuda=kind == "cuda" and not self.native),
             )
             for (name, value, role, kind, spans), line in zip(found, lines)
         ]

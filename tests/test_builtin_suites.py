@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the project installed
     sys.path.insert(0, str(ROOT))
 
-from agents.tuner import describe_tunables  # noqa: E402
+from agents.tuner import describe_tunables, neighbours  # noqa: E402
 from benchmarks import SUITES_DIR, builtin_task, list_suites, seed_for, seed_path, suite_tasks  # noqa: E402
 from evaluator.policy import check_source  # noqa: E402
 
@@ -212,6 +212,7 @@ def test_every_task_has_an_honest_tunable_native_seed():
         assert calls <= NATIVE_TORCH_CALLS, f"{task.stem}: computes with torch ({calls - NATIVE_TORCH_CALLS})"
         assert "functional" not in source and "triton" not in source, task.stem
         assert describe_tunables(source), f"{task.stem}: the tuner finds nothing to tune in the native seed"
+        assert neighbours(source, 1), f"{task.stem}: the native seed's tunables have no values to try"
 
 
 # --- the tasks -------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agents.proposal import Scored
 from agents.tuner import TuneProposer, describe_tunables, neighbours
+from agents.tunables import find_tunables
 from evaluator.candidate import Candidate
 
 VECTOR_ADD = textwrap.dedent('''\
@@ -227,6 +228,15 @@ def test_cuda_block_sizes_stay_within_a_thread_block() -> None:
     assert {note for _, note in neighbours(src, max_changes=1) if note.startswith("THREADS")} == {
         "THREADS 1024->512"
     }
+
+
+def test_native_c_block_sizes_are_chunks_of_work_not_thread_counts() -> None:
+    native = ('from evaluator.native import load_c\nSOURCE = r"""\n#define BLOCK 4096\nvoid f(float* x) {}\n"""\n'
+              'lib = load_c("f", SOURCE, functions=["f"])\n')
+    [block] = find_tunables(native)
+    assert block.choices == (2048, 8192)
+    cuda = native.replace("void f", "__global__ void f")  # a CUDA source: a block is a thread block again
+    assert find_tunables(cuda)[0].choices == ()
 
 
 def test_bounds_and_non_powers_of_two() -> None:

@@ -9,7 +9,7 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#define CHUNK 4
+#define CHUNK 16
 #define MAX(a, b) ((b) > (a) ? (b) : (a))
 /* One OpenMP iteration per output row of one (sample, channel) plane, in two passes: the window's input rows are
    combined column by column into one row (a contiguous, vectorised loop), then each output takes its window of that
