@@ -172,7 +172,8 @@ def test_numbers_are_checked_once_and_named_as_the_asker_calls_them(tmp_path: Pa
 def test_the_tuner_finds_defines_in_a_c_source_inside_a_python_string() -> None:
     assert describe_tunables(NATIVE_RELU) == {"BLOCK": 4096, "UNROLL": 4}  # WARP_SIZE is a constant, not a knob
     variants = neighbours(NATIVE_RELU)
-    assert variants, "the tuner proposed no neighbour of a native seed kernel"
+    blocks = {describe_tunables(source)["BLOCK"] for source, _ in variants}
+    assert blocks == {2048, 4096, 8192}, "a CPU kernel's BLOCK is not capped at CUDA's 1024 threads per block"
     for source, note in variants:
         assert kernel_backend(source) == "cpp" and source != NATIVE_RELU
         changed = describe_tunables(source)
