@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -85,7 +86,8 @@ def _task_dir(tmp_path: Path, *, triton_seed: bool, native_seed: bool) -> Path:
 
 def test_run_config_round_trips_through_json() -> None:
     config = RunConfig(coder="llm", backend="cpp", eval=EvalConfig(max_timing_s=0.5, trials=2), islands=3, seed=7,
-                       llm=LLMSettings(model="m", judge_model="j", base_url="http://x", prices={"m": (1.0, 2.0)}))
+                       llm=LLMSettings(model="m", judge_model="j", base_url="http://x",
+                                       prices=MappingProxyType({"m": (1.0, 2.0)})))
     assert RunConfig.from_json(config.to_json()) == config
     assert RunConfig.from_json(config.with_archive({"enabled": True, "seeds": []}).to_json()).archive == {
         "enabled": True, "seeds": []}
