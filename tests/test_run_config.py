@@ -14,7 +14,7 @@ from evaluator.config import EvalConfig
 from opforge.errors import UsageError
 from opforge.run.config import LLMSettings, RunConfig, RunConfigError, resolve_backend
 from opforge.run.plan import kernel_backend, plan_run
-from opforge.run.request import RunRequest
+from opforge.run.request import LLMRequest, RunRequest
 from opforge.web.submission import FORM_NAMES
 
 RELU = textwrap.dedent('''\
@@ -85,7 +85,7 @@ def _task_dir(tmp_path: Path, *, triton_seed: bool, native_seed: bool) -> Path:
 
 
 def test_run_config_round_trips_through_json() -> None:
-    config = RunConfig(coder="llm", backend="cpp", eval=EvalConfig(max_timing_s=0.5, trials=2), islands=3, seed=7,
+    config = RunConfig(coder="llm", backend="cuda", eval=EvalConfig(max_timing_s=0.5, trials=2), islands=3, seed=7,
                        llm=LLMSettings(model="m", judge_model="j", base_url="http://x",
                                        prices=MappingProxyType({"m": (1.0, 2.0)})))
     assert RunConfig.from_json(config.to_json()) == config
@@ -181,3 +181,13 @@ def test_the_tuner_finds_defines_in_a_c_source_inside_a_python_string() -> None:
         changed = describe_tunables(source)
         assert changed != {"BLOCK": 4096, "UNROLL": 4} and set(changed) == {"BLOCK", "UNROLL"}
         assert "#define WARP_SIZE 32" in source and source.count("#define") == 3
+
+
+def test_the_llm_coder_writes_triton_or_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPFORGE_LLM_BASE_URL", "http://127.0.0.1:9")
+    task = _task_dir(tmp_path, triton_seed=True, native_seed=True)
+    llm = LLMRequest(model="m", from_scratch=True)
+    plan = plan_run(RunRequest(task=str(task), coder="llm", llm=llm), cuda_available=False)
+    assert plan.config.backend == "triton" and plan.seed is None
+    with pytest.raises(UsageError, match="^The LLM coder writes triton or cuda kernels, not cpp; use the tuner "):
+        plan_run(RunRequest(task=str(task), coder="llm", backend="cpp", llm=llm), cuda_available=False)
