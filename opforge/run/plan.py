@@ -14,7 +14,7 @@ from typing import Any
 from benchmarks import builtin_task, list_suites, seed_for
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
-from opforge.run.config import RunConfig, resolve_backend
+from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request
 from opforge.run.search import Budget, start_run
@@ -66,13 +66,24 @@ def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
                    names: Mapping[str, str] = CLI_NAMES) -> str:
     """The backend asked for; `auto` follows the starting kernel where one is given (its source says what it is
     written in), else the machine: Triton where a CUDA device is present, native CPU kernels (`cpp`) elsewhere. A
-    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner."""
+    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner, and
+    the LLM coder, whose prompts know Triton and CUDA, writes Triton there."""
+    name = {**CLI_NAMES, **names}.__getitem__
     try:
-        default = resolve_backend(request.backend, cuda)
+        backend = resolve_backend(request.backend, cuda)
     except ValueError as exc:
-        raise UsageError(f"{({**CLI_NAMES, **names})['backend']}: {exc}.") from None
-    if request.backend != "auto":
-        return default
+        raise UsageError(f"{name('backend')}: {exc}.") from None
+    if request.backend == "auto":
+        backend = _auto_backend(request, task, backend, coder)
+    if coder == "llm" and backend not in LLM_BACKENDS:
+        if request.backend == "auto":
+            return "triton"
+        raise UsageError(f"The LLM coder writes {' or '.join(LLM_BACKENDS)} kernels, not {backend}; use the tuner "
+                         f"({name('coder')} tune) with a native seed kernel.")
+    return backend
+
+
+def _auto_backend(request: RunRequest, task: Task, default: str, coder: str) -> str:
     if request.seed_kernel:
         try:
             source = Path(request.seed_kernel).read_text(encoding="utf-8")
