@@ -133,3 +133,27 @@ def test_load_c_after_the_import_is_one_readable_sentence(native_cache):
     result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(source), CONFIG)
     assert result.status == Status.RUNTIME_ERROR
     assert "call load_c at module level" in result.reason
+
+
+def test_openmp_settings_are_the_same_for_both_workers(monkeypatch):
+    from evaluator.sandbox import openmp_environment
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert openmp_environment() == {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")
+    import os
+    assert openmp_environment()["OMP_NUM_THREADS"] == str(len(os.sched_getaffinity(0)))
+
+
+OPENMP_THREADS = NATIVE_RELU.replace('#include <stdint.h>', '#include <stdint.h>\n#include <omp.h>\n'
+                                     'int64_t threads(void) { return omp_get_max_threads(); }').replace(
+    'functions=["relu"], flags=["-O2"]', 'functions=["relu", "threads"], flags=["-O2", "-fopenmp"]').replace(
+    "        out = torch.empty_like(x)\n",
+    "        out = torch.empty_like(x)\n        print('THREADS', torch.get_num_threads(), lib.threads(), flush=True)\n")
+
+
+def test_an_openmp_candidate_gets_the_reference_thread_count(native_cache):
+    """PyTorch's intra-op threads (the reference's) and the candidate's OpenMP threads are one number."""
+    result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(OPENMP_THREADS), CONFIG)
+    assert result.status == Status.OK, result.reason
+    seen = {tuple(line.split()[1:]) for line in result.log.splitlines() if line.startswith("THREADS")}
+    assert len(seen) == 1 and len({*next(iter(seen))}) == 1, seen
