@@ -157,3 +157,16 @@ def test_an_openmp_candidate_gets_the_reference_thread_count(native_cache):
     assert result.status == Status.OK, result.reason
     seen = {tuple(line.split()[1:]) for line in result.log.splitlines() if line.startswith("THREADS")}
     assert len(seen) == 1 and len({*next(iter(seen))}) == 1, seen
+
+
+def test_the_cli_summary_names_the_backend_and_no_interpreter_for_native_kernels():
+    from evaluator.result import DeviceInfo, Timing
+    from opforge.commands.eval import summary
+    cpu = DeviceInfo(kind="cpu", name="CPU x86_64", interpreted=True)
+    timing = Timing(median_ms=1.0, iqr_ms=0.1, reps=10)
+    native = EvalResult(Status.OK, "correct on every trial", candidate_ms=timing, reference_ms=timing, device=cpu,
+                        backend="cpp")
+    text = summary(native, "gelu.cpp.py", "gelu_tanh")
+    assert "(CPU x86_64)" in text and "Triton interpreter" not in text and "backend        cpp" in text
+    triton = EvalResult(Status.OK, "correct on every trial", device=cpu, backend="triton")
+    assert "Triton interpreter" in summary(triton, "gelu.seed.py", "gelu_tanh")
