@@ -68,7 +68,7 @@ class TaskRuntime:
         'perturbed' is the task's draw with a single element of one float input changed by at least 1 (a probe for
         caches keyed on a sample of the input's values)."""
         self._apply(variant)
-        torch.manual_seed(seed)
+        seed_generators(seed)
         if self.device.type == "meta":
             with torch.device("meta"), _drawing_on(self.device):
                 return list(self.module.get_inputs())
@@ -82,19 +82,20 @@ class TaskRuntime:
             raise TaskRuntimeError("get_inputs() must return tensors (and plain numbers), got "
                                    + ", ".join(type(x).__name__ for x in raw))
         out: list[Any] = []
-        gen = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+        gen = torch.Generator(device=self.device).manual_seed(seed ^ 0x5DEECE66D)  # drawn where the inputs live
         for x in raw:
             if isinstance(x, torch.Tensor):
                 if distribution == "normal" and x.dtype in FLOAT_DTYPES:
-                    x = (torch.randn(x.shape, generator=gen, dtype=torch.float32) * NORMAL_SCALE).to(x.dtype)
+                    x = (torch.randn(x.shape, generator=gen, dtype=torch.float32, device=self.device)
+                         * NORMAL_SCALE).to(x.dtype)
                 x = x.to(self.device)
             out.append(x)
         floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.numel()]
         if distribution == "perturbed" and floats:
-            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen))]
+            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen, device=self.device))]
             x = out[which].clone()
-            spot = int(torch.randint(0, x.numel(), (1,), generator=gen))
-            delta = float(torch.randn((), generator=gen))
+            spot = int(torch.randint(0, x.numel(), (1,), generator=gen, device=self.device))
+            delta = float(torch.randn((), generator=gen, device=self.device))
             x.view(-1)[spot] += (1.0 + abs(delta)) * (1 if delta >= 0 else -1)
             out[which] = x
         return out
@@ -138,7 +139,7 @@ class TaskRuntime:
 
     def reference_model(self, variant: int, init_seed: int) -> torch.nn.Module:
         init = self.init_inputs(variant)
-        torch.manual_seed(init_seed)
+        seed_generators(init_seed)
         if self.device.type == "meta":
             with torch.device("meta"):
                 return self.module.Model(*init)
@@ -150,6 +151,15 @@ class TaskRuntime:
             return float(tol.get("atol", 1e-4)), float(tol.get("rtol", 1e-4))
         t = DEFAULT_TOLERANCE.get(dtype, 0.0)
         return t, t
+
+
+def seed_generators(seed: int) -> None:
+    """What `torch.manual_seed` does for the generators a task can draw from, without its cost: before CUDA is
+    initialised, `torch.manual_seed` queues a lazy CUDA seeding and formats the caller's stack for it (about 1 ms a
+    call, once per timed call). Seeding CUDA's generators now where CUDA is up gives the same draws."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
 
 
 class _DeviceRedirect(TorchFunctionMode):
@@ -182,13 +192,15 @@ class _DeviceRedirect(TorchFunctionMode):
 
 @contextlib.contextmanager
 def _drawing_on(device: torch.device) -> Iterator[None]:
-    """While a task draws its inputs: explicit devices redirected; on meta, `torch.distributions` argument validation
-    (which reads values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
+    """While a task draws its inputs: the run's device is the default one, so that `torch.randn(...)` draws there
+    with that device's generator (seeded by `torch.manual_seed`; on a GPU, large inputs are not drawn by one CPU
+    thread and copied); explicit devices redirected; on meta, `torch.distributions` argument validation (which reads
+    values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
     validate = torch.distributions.Distribution._validate_args
     if device.type == "meta":
         torch.distributions.Distribution.set_default_validate_args(False)
     try:
-        with _DeviceRedirect(device):
+        with _DeviceRedirect(device), torch.device(device):
             yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(validate)
