@@ -161,7 +161,7 @@ def test_an_openmp_candidate_gets_the_reference_thread_count(native_cache):
 
 def test_the_cli_summary_names_the_backend_and_no_interpreter_for_native_kernels():
     from evaluator.result import DeviceInfo, Timing
-    from opforge.commands.eval import summary
+    from opforge.cli.commands.eval import summary
     cpu = DeviceInfo(kind="cpu", name="CPU x86_64", interpreted=True)
     timing = Timing(median_ms=1.0, iqr_ms=0.1, reps=10)
     native = EvalResult(Status.OK, "correct on every trial", candidate_ms=timing, reference_ms=timing, device=cpu,
