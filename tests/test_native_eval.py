@@ -170,3 +170,16 @@ def test_the_cli_summary_names_the_backend_and_no_interpreter_for_native_kernels
     assert "(CPU x86_64)" in text and "Triton interpreter" not in text and "backend        cpp" in text
     triton = EvalResult(Status.OK, "correct on every trial", device=cpu, backend="triton")
     assert "Triton interpreter" in summary(triton, "gelu.seed.py", "gelu_tanh")
+
+
+def test_the_ahead_of_time_build_covers_load_c(native_cache, tmp_path):
+    """RayRunner's build task (`prebuild`) records load_c calls in a collecting worker and builds them into the cache,
+    so the evaluation that follows only loads."""
+    from evaluator.build_stage import prebuild
+    task = load_task(TESTS / "tasks" / "relu.py")
+    candidate = Candidate.from_source(NATIVE_RELU)
+    summaries = prebuild(task, candidate, CONFIG, "check", str(tmp_path / "cuda-cache"))
+    assert [(s["kind"], s["verdict"], s["cached"]) for s in summaries] == [("native", "built", False)]
+    result = evaluate(task, candidate, CONFIG)
+    assert result.status == Status.OK, result.reason
+    assert [b["context"] for b in NativeCache(native_cache).compiles()] == ["prebuild"]
