@@ -20,7 +20,8 @@ from typing import Any
 
 from evaluator import policy
 from evaluator.build_cache import BuildCache
-from evaluator.build_stage import BuildServer, build_mode, load_candidate
+from evaluator.backend import backend_of, has_cuda_sources, runs_in_triton_interpreter
+from evaluator.build_stage import BuildServer, build_mode, hidden_caches, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
@@ -29,11 +30,10 @@ from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
-from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
 from evaluator.reference_blame import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status
-from evaluator.sandbox import Zygote
+from evaluator.sandbox import SandboxError, Zygote
 from evaluator.task import Task, TaskError
 
 CPU_TIME_SLACK_S = 60
@@ -71,9 +71,19 @@ class LocalEvaluator:
         with self._lock:
             key = (device, role)
             if key not in self._zygotes:
-                hidden = (str(self.build_cache.root),) if self.build_cache and role == "candidate" else ()
+                hidden = hidden_caches(self.build_cache) if role == "candidate" else ()
                 self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
             return self._zygotes[key]
+
+    def warm(self, device: str, sandbox: str = "auto") -> None:
+        """Launch the reference and candidate zygotes side by side rather than one after the other (a cold
+        evaluation's largest cost); the first spawn of each waits for it to be ready. A zygote that fails to start
+        here is started again, and its error reported, by the first evaluation that needs it."""
+        for role in ("reference", "candidate"):
+            try:
+                self._zygote(device, role, sandbox).launch()
+            except (SandboxError, OSError):
+                pass  # spawn starts it again and says why
 
     def _connect(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task) -> WorkerConnection:
         zygote = self._zygote(device, role, cfg.sandbox)
@@ -161,6 +171,7 @@ class LocalEvaluator:
             return EvalResult(Status.REJECTED, f"static check: {violations[0]}{more}", device=dev,
                               log="\n".join(map(str, violations)))
         nonce = secrets.token_hex(16)
+        self.warm(kind, cfg.sandbox)
         ref = self._connect(kind, "reference", nonce, cfg, task)
         cand = None
         progress: dict[str, Any] = {}  # the reference's load command, once the candidate has loaded
@@ -190,12 +201,19 @@ class LocalEvaluator:
              ref: WorkerConnection, cand: WorkerConnection, progress: dict[str, Any]) -> EvalResult:
         init_seeds = [fresh_seed() for _ in range(64)]
         load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": kind,
-                "init_seeds": init_seeds}
+                "init_seeds": init_seeds, "interpreter_shape": runs_in_triton_interpreter(candidate.source, kind)}
         reply, _ = ref.request(load, cfg.compile_timeout_s, "loading the task")
         n_variants = int(reply["variants"])
         if n_variants > len(init_seeds):
             init_seeds += [fresh_seed() for _ in range(n_variants - len(init_seeds))]
         tolerance = reply.get("tolerance")
+        shape = reply.get("interpreter_shape")
+        shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
+                      "since Triton runs in its interpreter on this CPU") if shape else ""
+
+        def backend(kernels: dict[str, int] | None) -> str | None:
+            return backend_of(kernels or {}, cuda_sources=has_cuda_sources(candidate.source), device_kind=kind,
+                              allow_torch=cfg.allow_torch)
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
         load_candidate(cand, {**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
                        "importing and compiling the candidate", builds)
@@ -242,7 +260,7 @@ class LocalEvaluator:
                     inputs = "new values in the same input tensors as an earlier call"
                 return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",
                                   max_abs_error=worst_abs, max_rel_error=worst_rel, device=dev,
-                                  trials=tuple(trials))
+                                  backend=backend(checked_kernels), trials=tuple(trials))
 
         peak, ref_peak = steady_peak(peaks)
         with self._timed(kind, "timing"):
@@ -291,6 +309,7 @@ class LocalEvaluator:
                 ncu_problem = ncu.problem
         reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
+        reason += shape_note
         reason += f"; no Nsight Compute metrics: {ncu_problem}" if ncu_problem else ""
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
@@ -298,7 +317,8 @@ class LocalEvaluator:
                           reference_peak_memory_bytes=ref_peak, energy_j=cand_energy.energy_j if cand_energy else None,
                           reference_energy_j=ref_energy.energy_j if ref_energy else None,
                           power_w=cand_energy.power_w if cand_energy else None,
-                          profile=MappingProxyType(profile), device=dev, suspicious=suspicious,
+                          profile=MappingProxyType(profile), device=dev, backend=backend(checked_kernels),
+                          suspicious=suspicious,
                           trials=tuple(trials))
 
 
@@ -360,6 +380,7 @@ def _refuse_pytorch_only(trial: int, launches: int, candidate_ops: set[str], ref
     if launches == 0 and reference_ops:
         raise Refused(Status.REJECTED, f"the candidate launched no custom kernel in trial {trial + 1} (no Triton or CUDA "
                                        "extension call ran); PyTorch-only candidates need --allow-torch")
+    from evaluator.guards import recomputes_reference  # not at import: guards imports torch._dynamo (seconds)
     if recomputes_reference(candidate_ops, reference_ops):
         raise Refused(Status.REJECTED, f"in trial {trial + 1} the candidate recomputes the whole reference with PyTorch "
                                        f"({', '.join(sorted(reference_ops))}); its kernels do none of the work")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import builtins
 import hashlib
+from operator import is_
 import os
 import random
 import sys
@@ -37,6 +38,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
                     "evaluator.worker", "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
+                    "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
@@ -60,11 +62,13 @@ class Guards:
         self.tensor_type = torch.Tensor
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
-        self._snapshot: dict[str, dict[str, int]] = {}
+        # namespace label -> (module or class, its names, their values): held, so compared by identity
+        self._snapshot: dict[str, tuple[Any, tuple[str, ...], tuple[Any, ...]]] = {}
+        self._views: list[tuple[Any, tuple[str, ...], tuple[Any, ...]]] = []
         self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
-        self.build_client: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]] | None = None
+        self.build_client: Callable[..., tuple[dict[str, Any], list[Any]]] | None = None  # (spec, kind="cuda")
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
         self.collecting = False  # record the builds only (the build stage), returning stubs
         self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
@@ -181,6 +185,27 @@ class Guards:
         cpp_extension.load_inline = load_inline  # type: ignore[assignment] # wrappers taking the same calls
         cpp_extension.load = load  # type: ignore[assignment]
 
+        from evaluator import native
+        native.serve(self.native_build, counter)
+
+    def native_build(self, spec: Any) -> bytes | None:
+        """A `load_c` call's library, from the driver's build stage (`native_stage.py`): its bytes, None while the
+        driver only collects the builds; raises NativeBuildError with the compiler's log or the reason."""
+        from evaluator.native_build import NativeBuildError
+        if self.build_client is None:
+            raise NativeBuildError(f"load_c({spec.name!r}) was called after the candidate was imported; in a "
+                                   "candidate, call load_c at module level so the evaluator can build it")
+        reply, blobs = self.build_client(spec.to_json(), "native")
+        verdict = reply.get("verdict")
+        if verdict == "built":
+            if self.collecting:
+                return None
+            if blobs:
+                return blobs[0].numpy().tobytes()
+        if verdict == "compile_error":
+            raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}): the sources do not compile"))
+        raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}) could not be built ({verdict})"))
+
     def launch_total(self) -> int:
         return sum(self.launches.values())
 
@@ -198,32 +223,46 @@ class Guards:
         for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:
-                self._snapshot[name] = {k: id(v) for k, v in vars(module).items()}
+                self._snapshot[name] = (module, *_contents(vars(module)))
         self._classes = list(_WATCHED_CLASSES) + [  # and the classes those modules define (Channel, Counter...)
             v for name in self.watched_modules if (m := sys.modules.get(name)) is not None
             for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
         for cls in self._classes:
-            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
+            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = (cls, *_contents(vars(cls)))
+        self._views = list(self._snapshot.values())
 
     def tampered(self) -> str | None:
-        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'."""
-        for name in self.watched_modules:
-            before = self._snapshot.get(name)
-            module = sys.modules.get(name)
-            if before is None or module is None:
+        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'.
+
+        Values are compared by identity with `operator.is_` over the namespaces' contents, never with `==` (which
+        would run a replacement's own `__eq__`) nor `id()` (an audited call: the audit hook would run ~26,000 times
+        a check). The whole state is compared at C speed first; names are walked one by one only where something
+        differs, and a namespace that merely gained names (a lazily created attribute) is then taken as it is now."""
+        for name in self.watched_modules:  # a module swapped in sys.modules reaches the harness's later imports
+            entry = self._snapshot.get(name)
+            if entry is not None and sys.modules.get(name) is not entry[0]:
+                return f"sys.modules[{name!r}]"
+        changed = None
+        for i, (ns, keys, values) in enumerate(self._views):
+            now = vars(ns)
+            if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
                 continue
-            now = vars(module)
-            for key, ident in before.items():
+            changed = changed or self._changed_name(ns)
+            if changed is None:
+                self._views[i] = (ns, *_contents(now))
+        return changed
+
+    def _changed_name(self, ns: Any) -> str | None:
+        for name, (original, keys, values) in self._snapshot.items():
+            if original is not ns:
+                continue
+            now = vars(ns)
+            label = name if isinstance(ns, types.ModuleType) else ns.__qualname__
+            for key, value in zip(keys, values):
                 if key in ("__warningregistry__", "_") or key.startswith("__pycache"):
                     continue
-                if key not in now or id(now[key]) != ident:
-                    return f"{name}.{key}"
-        for cls in self._classes:
-            before = self._snapshot[f"{cls.__module__}.{cls.__qualname__}"]
-            attrs = vars(cls)
-            for key, ident in before.items():
-                if key not in attrs or id(attrs[key]) != ident:
-                    return f"{cls.__qualname__}.{key}"
+                if key not in now or now[key] is not value:
+                    return f"{label}.{key}"
         return None
 
     def extra_threads(self) -> int:
@@ -287,6 +326,10 @@ def dispatch_table() -> dict[str, str]:
 
 def _loaded(*names: str) -> list[types.ModuleType]:
     return [sys.modules[n] for n in names if n in sys.modules and getattr(sys.modules[n], "__file__", None)]
+
+
+def _contents(namespace: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    return tuple(namespace), tuple(namespace.values())
 
 
 def _dispatch_digest(name: str) -> str:

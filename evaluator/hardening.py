@@ -65,7 +65,11 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
     """Warm the device, then (candidate role) isolate, drop privileges, limit, and arm the guards and audit hook.
     Both roles warm the device and install launch counters, so both pay the same per-call costs."""
     if role == "candidate":
+        process_tree.set_undumpable(dumpable=True)  # for a moment, so it can map its own user namespace
         process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
+        # Native code can open /proc/<pid>/mem: no worker may read or write another's memory (a concurrent
+        # candidate's results) or its zygote's (the nonces of every worker it spawned), nor be read by them.
+        process_tree.set_undumpable()
         process_tree.drop_capabilities()
     device_warmup.warm_up(device)
     guards.install_launch_counters(cuda_available=device == "cuda")

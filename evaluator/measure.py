@@ -22,6 +22,9 @@ from evaluator.result import Status, Timing
 from evaluator.timing import relative_standard_error
 
 KEEP_PROBABILITY = 0.2
+MIN_BLOCKS = 2         # each side is timed in at least two blocks, interleaved at random with the other side's
+MIN_BLOCK_CALLS = 10   # a block ends on the stopping rule only after this many calls
+STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
 DEEP_CHECK_PROBABILITY = 0.25  # timing blocks after which the candidate's worker compares the whole dispatch table
 
 
@@ -43,7 +46,11 @@ class SideRecord:
         n = len(self.samples_ms)
         if n >= cfg.max_reps or self.spent_s >= cfg.max_timing_s:
             return True
-        return n >= cfg.min_reps and relative_standard_error(self.samples_ms) < cfg.target_rse
+        return self.blocks >= MIN_BLOCKS and self.settled(cfg)
+
+    def settled(self, cfg: EvalConfig) -> bool:
+        """The stopping rule: enough repetitions, and the median known to `target_rse`."""
+        return len(self.samples_ms) >= cfg.min_reps and relative_standard_error(self.samples_ms) < cfg.target_rse
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,10 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         previous = now
         rec.samples_ms.append(float(reply["ms"]))
         keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
-        stop = (now - start) >= budget_s or len(rec.samples_ms) >= cfg.max_reps
+        # A block ends on its share of the time cap, or as soon as the side's samples settle: the time cap is for
+        # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
+        settled = calls >= MIN_BLOCK_CALLS and calls % STATS_EVERY == 0 and rec.settled(cfg)
+        stop = (now - start) >= budget_s or len(rec.samples_ms) >= cfg.max_reps or settled
         next_seed = None if stop else fresh_seed()
         check = next_seed is None and random.random() < DEEP_CHECK_PROBABILITY
         conn.send({"keep": keep, "next_seed": next_seed, "check": check})

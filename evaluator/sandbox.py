@@ -142,6 +142,7 @@ class Zygote:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._reader: Any = None  # the control socket's reader, once started
+        self._starting = False  # launched, its "ready" line not read yet
 
     def _start(self) -> None:
         if self.role == "candidate":
@@ -160,6 +161,12 @@ class Zygote:
         theirs.close()
         self._control = ours
         self._reader = ours.makefile("rb")
+        self._starting = True
+
+    def _await_ready(self) -> None:
+        if not self._starting:
+            return
+        self._starting = False
         line = self._readline(timeout_s=120)
         if not line.get("ready"):
             raise SandboxError("the evaluation zygote did not start")
@@ -179,11 +186,20 @@ class Zygote:
             raise SandboxError(f"the evaluation zygote stopped answering {err.decode(errors='replace')}".strip())
         return json.loads(raw)
 
+    def launch(self) -> None:
+        """Start the zygote's process if it is not running, without waiting for it to be ready (it imports torch
+        and Triton: seconds), so that two zygotes start side by side. Call it from a thread that lives as long as
+        the zygote should: bubblewrap's --die-with-parent follows the thread that started it."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+
     def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0,
               gpu_memory_fraction: float = 0.0) -> WorkerHandle:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
+            self._await_ready()
             ours, theirs = socket.socketpair()
             log_r, log_w = os.pipe()
             request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
@@ -228,6 +244,7 @@ class Zygote:
             except OSError:
                 pass
         self._proc = self._control = self._reader = None
+        self._starting = False
 
     def close(self) -> None:
         with self._lock:

@@ -89,7 +89,8 @@ class Worker:
     def cmd_load(self, cmd: dict[str, Any]) -> None:
         device = torch.device(cmd["device"])
         try:
-            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device))
+            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device),
+                                  bool(cmd.get("interpreter_shape")))
         except Exception as exc:
             self.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
             return
@@ -105,7 +106,9 @@ class Worker:
             tol = getattr(self.rt.module, "TOLERANCE", None)
             self.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
-                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
+                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None,
+                          "interpreter_shape": None if self.rt.interpreter_shape is None else
+                          {k: repr(v) for k, v in self.rt.interpreter_shape.items()}})
             return
         path = Path(os.getcwd()) / "candidate.py"
         path.write_text(cmd["candidate_source"])
@@ -120,6 +123,7 @@ class Worker:
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a failure too
             from evaluator.cuda_build import CompileFailed, NoCudaDevice
+            from evaluator.native_build import NativeBuildError
             if self.guards.refusals:
                 self.send({"status": "rejected", "reason": f"{self.guards.refusals[0]} (while being imported)",
                               "log": _tail()})
@@ -127,6 +131,9 @@ class Worker:
                 self.send({"status": "runtime_error", "reason": str(exc)})
             elif isinstance(exc, CompileFailed):
                 self.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
+                              "log": str(exc)})
+            elif isinstance(exc, NativeBuildError):
+                self.send({"status": "compile_error", "reason": str(exc).splitlines()[0][:300],
                               "log": str(exc)})
             else:
                 self.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
@@ -143,9 +150,10 @@ class Worker:
         self.model_cls = model_cls
         self.send({"status": "ready", "variants": len(self.rt.variants)})
 
-    def _request_build(self, spec: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        """One load_inline call's build, asked of the driver; the reply is its verdict (and the .so bytes)."""
-        self.send({"status": "build", "spec": spec})
+    def _request_build(self, spec: dict[str, Any], kind: str = "cuda") -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """One load_inline or load_c (`kind` native) call's build, asked of the driver; the reply is its verdict
+        (and the library's bytes)."""
+        self.send({"status": "build", "spec": spec, "kind": kind})
         return self.recv()
 
     def cmd_run(self, cmd: dict[str, Any]) -> None:

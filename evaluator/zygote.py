@@ -25,6 +25,11 @@ def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
         raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # OpenMP threads that finished a parallel region spin ~0.1 ms, then sleep: an honest OpenMP kernel's idle pool
+    # (PyTorch's and a native candidate's alike) is never mistaken for work running in the background between calls,
+    # and OMP_WAIT_POLICY=active in the caller's environment cannot make it so.
+    os.environ.pop("OMP_WAIT_POLICY", None)
+    os.environ["GOMP_SPINCOUNT"] = "100000"
 
 
 def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) -> None:
@@ -70,6 +75,7 @@ def main() -> None:
     import evaluator.guards  # noqa: F401
     import evaluator.worker  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
+    import evaluator.native  # noqa: F401 - load_c, served by the build stage in candidate workers
     import torch.profiler  # noqa: F401
 
     from evaluator.hardening import assert_fork_safe
@@ -79,8 +85,8 @@ def main() -> None:
         evaluator.guards.prime_dispatch_snapshot()
     control = socket.socket(fileno=control_fd)
     process_tree.set_subreaper()
-    if role == "reference":
-        process_tree.set_undumpable()  # it holds the driver's full environment
+    # The reference zygote holds the driver's full environment; the candidate zygote every worker's nonce.
+    process_tree.set_undumpable()
     children: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     control.sendall(b'{"ready": true}\n')
