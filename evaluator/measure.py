@@ -71,6 +71,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     conn.send({"cmd": "time", "variant": 0, "seed": seed, "warmup_ms": cfg.warmup_ms if first else 0.0})
     start = time.perf_counter()
     previous = None
+    calls = 0
     while True:
         reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
@@ -78,6 +79,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
             rec.walls_ms.append((now - previous) * 1e3)
         previous = now
         rec.samples_ms.append(float(reply["ms"]))
+        calls += 1
         keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
         # A block ends on its share of the time cap, or as soon as the side's samples settle: the time cap is for
         # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
