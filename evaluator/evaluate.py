@@ -31,7 +31,7 @@ from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
-from evaluator.reference_blame import blame_reference_failure
+from evaluator.gpu_memory import blame_reference_failure, steady_peak
 from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.sandbox import SandboxError, Zygote
 from evaluator.task import Task, TaskError
