@@ -36,7 +36,7 @@ arange scalar_tensor
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
-                    "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
+                    "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime", "evaluator.wire",
                     "evaluator.worker", "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
