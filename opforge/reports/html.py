@@ -31,9 +31,10 @@ CANDIDATE_COLUMNS = ("evaluation_number", "candidate_id", "digest", "created_at"
                      "reference_ms", "max_abs_error", "peak_memory_bytes", "reference_peak_memory_bytes", "energy_j",
                      "reference_energy_j", "device", "evaluated_at", "suspicious")
 TASK_COLUMNS = ("suite", "agent", "device", "bench_id", "task", "run_id", "correct", "speedup", "raw_speedup",
-                "floored", "energy_ratio", "memory_ratio")
+                "floored", "roofline_fraction", "energy_ratio", "memory_ratio")
 LEADERBOARD_COLUMNS = ("suite", "agent", "device", "bench_id", "attempted", "correct", "correctness_rate",
-                       *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_energy_ratio", "mean_memory_ratio",
+                       *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_roofline_fraction",
+                       "mean_energy_ratio", "mean_memory_ratio",
                        "usd", "tokens", "worker_s", "usd_per_correct", "tokens_per_correct", "worker_minutes_per_correct")
 NO_ENERGY = ("Energy was not measured on {devices}: opforge meters energy from GPU power telemetry, so there is no "
              "speed vs energy chart here.")
@@ -182,6 +183,7 @@ def leaderboard_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
         out.append({"suite": r.suite, "agent": r.agent, "device": r.device, "bench_id": r.bench_id,
                     "attempted": r.attempted, "correct": r.correct, "correctness_rate": r.correctness_rate,
                     **{f"fast_{k}": v for k, v in r.fast_p.items()}, "geomean_speedup": _finite(r.geomean_speedup),
+                    "mean_roofline_fraction": _finite(r.mean_roofline_fraction),
                     "mean_energy_ratio": r.mean_energy_ratio, "mean_memory_ratio": r.mean_memory_ratio,
                     "usd": r.usd, "tokens": r.tokens, "worker_s": r.worker_s, "usd_per_correct": per["usd"],
                     "tokens_per_correct": per["tokens"], "worker_minutes_per_correct": per["worker_minutes"]})
@@ -191,7 +193,8 @@ def leaderboard_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
 def task_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
     return [{"suite": r.suite, "agent": r.agent, "device": r.device, "bench_id": r.bench_id, "task": t.task,
              "run_id": t.run_id, "correct": t.correct, "speedup": _finite(t.speedup),
-             "raw_speedup": _finite(t.raw_speedup), "floored": t.floored, "energy_ratio": t.energy_ratio,
+             "raw_speedup": _finite(t.raw_speedup), "floored": t.floored,
+             "roofline_fraction": _finite(t.roofline_fraction), "energy_ratio": t.energy_ratio,
              "memory_ratio": t.memory_ratio} for r in rows for t in r.tasks]
 
 

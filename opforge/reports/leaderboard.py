@@ -9,6 +9,9 @@ attempted, its run's fastest correct kernel counts:
 - geometric-mean speedup over all attempted tasks, a task without a correct kernel counting 1.0 (the reference is
   kept), and each kernel's time floored at the task's roofline minimum on that device (least bytes at the memory
   bandwidth, least FLOPs at peak throughput), so one impossible time cannot inflate the mean;
+- each kernel's fraction of that roofline (the bound's time / the measured time), and their mean. A GPU's peaks
+  come from its datasheet (`agents/device_facts.py`); a CPU's are measured once per device and kept in the store
+  (`evaluator/cpu_peaks.py`, `Store.device_peaks`); a device with neither has no roofline;
 - mean energy and peak memory of the kernels relative to the reference's (where both were measured: on GPUs);
 - dollars, tokens and worker-minutes per correct kernel (all the bench's LLM calls and worker time, divided).
 """
@@ -23,7 +26,7 @@ from typing import Any
 from agents.device_facts import facts_for
 from evaluator.result import EvalResult, Status
 from evaluator.task_work import TaskWork
-from store import BenchRecord, Store
+from store import BenchRecord, DevicePeaks, Store
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 
@@ -38,6 +41,7 @@ class TaskScore:
     floored: bool                  # the roofline floor changed this task's time
     energy_ratio: float | None
     memory_ratio: float | None
+    roofline_fraction: float | None = None  # the roofline bound's time / the measured time; None: no bound known
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,7 @@ class LeaderboardRow:
     tokens: int
     worker_s: float
     archive: bool = False           # the bench could draw on earlier runs' kernels
+    mean_roofline_fraction: float | None = None
     tasks: tuple[TaskScore, ...] = field(default=(), repr=False)
 
     @property
@@ -80,9 +85,11 @@ def _device_of(results: Sequence[EvalResult]) -> str:
     return max(set(names), key=names.count) if names else "unknown"
 
 
-def _floor_ms(work: TaskWork | None, device: str) -> float | None:
+def _floor_ms(work: TaskWork | None, device: str, measured: DevicePeaks | None) -> float | None:
     if work is None:
         return None
+    if measured is not None:
+        return work.roofline_ms(measured.copy_gbps, measured.peak_gflops / 1e3)
     facts = facts_for(device, None)
     return work.roofline_ms(facts.memory_bandwidth_gbps, facts.peak_tflops)
 
@@ -91,13 +98,16 @@ def _score(task: str, run_id: int, best: EvalResult | None, floor_ms: float | No
     if best is None or best.speedup is None or best.candidate_ms is None or best.reference_ms is None:
         return TaskScore(task, run_id, False, None, None, False, None, None)
     t = best.candidate_ms.median_ms
+    if best.device.kind == "cpu" and best.backend == "triton":
+        floor_ms = None  # interpreted, and timed on the task's INTERPRETER_SHAPE: not the size its work was counted at
     floored = floor_ms is not None and t < floor_ms
     speedup = best.reference_ms.median_ms / (floor_ms if floored else t)
     energy = (best.energy_j / best.reference_energy_j
               if best.energy_j is not None and best.reference_energy_j else None)
     memory = (best.peak_memory_bytes / best.reference_peak_memory_bytes
               if best.peak_memory_bytes is not None and best.reference_peak_memory_bytes else None)
-    return TaskScore(task, run_id, True, speedup, best.speedup, floored, energy, memory)
+    fraction = floor_ms / t if floor_ms is not None and t > 0 else None
+    return TaskScore(task, run_id, True, speedup, best.speedup, floored, energy, memory, fraction)
 
 
 def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
@@ -118,18 +128,21 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
         tokens += run.tokens_in + run.tokens_out
         worker_s += run.worker_s
     device = _device_of(results)
-    tasks = tuple(_score(name, run_id, best, _floor_ms(work, device)) for name, run_id, best, work in scored)
+    measured = store.device_peaks(device)
+    tasks = tuple(_score(name, run_id, best, _floor_ms(work, device, measured)) for name, run_id, best, work in scored)
     n = len(tasks)
     ok = [t for t in tasks if t.correct]
     fast = {f"{p:g}": (sum(1 for t in ok if (t.speedup or 0.0) > p) / n if n else 0.0) for p in FAST_P}
     geomean = math.exp(sum(math.log(t.speedup) if t.correct and t.speedup else 0.0 for t in tasks) / n) if n else None
     energies = [t.energy_ratio for t in ok if t.energy_ratio is not None]
     memories = [t.memory_ratio for t in ok if t.memory_ratio is not None]
+    fractions = [t.roofline_fraction for t in ok if t.roofline_fraction is not None]
     return LeaderboardRow(agent=bench.agent, device=device, suite=bench.suite, bench_id=bench.id, attempted=n,
                           correct=len(ok), fast_p=fast, geomean_speedup=geomean,
                           mean_energy_ratio=sum(energies) / len(energies) if energies else None,
                           mean_memory_ratio=sum(memories) / len(memories) if memories else None,
                           usd=usd, tokens=tokens, worker_s=worker_s, archive=bool(bench.config.get("use_archive")),
+                          mean_roofline_fraction=sum(fractions) / len(fractions) if fractions else None,
                           tasks=tasks)
 
 

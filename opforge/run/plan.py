@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import builtin_task, list_suites, seed_for
+from benchmarks import builtin_task, list_suites, seed_path
+from benchmarks.suite import SEED_SUFFIXES
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
 from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
@@ -22,7 +23,6 @@ from store import JobRecord, RunStatus, Store
 
 DEFAULT_BUDGET = 20
 DEFAULT_TIMING_S = 1.0
-SEED_SUFFIXES = {"triton": ".seed.py", "cpp": ".cpp.py", "cuda": ".cuda.py"}  # beside the task NAME.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +153,7 @@ def _names_a_file(name: str) -> bool:
 def builtin_seed(task_path: Path, backend: str) -> Path | None:
     """The built-in starting kernel for `backend` beside the task: NAME.seed.py (Triton), NAME.cpp.py (native CPU),
     NAME.cuda.py; None where there is none."""
-    if backend == "triton":
-        return seed_for(task_path)
-    path = task_path.with_name(task_path.stem + SEED_SUFFIXES.get(backend, f".{backend}.py"))
-    return path if path.is_file() else None
+    return seed_path(Path(task_path), backend)
 
 
 def resolve_seed(seed_path: str | None, task: Task, backend: str = "triton", required: bool = True,
