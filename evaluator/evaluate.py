@@ -175,7 +175,7 @@ class LocalEvaluator:
             init_seeds += [fresh_seed() for _ in range(n_variants - len(init_seeds))]
         tolerance = reply.get("tolerance")
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
-        load_candidate(cand, {**load, "candidate_source": candidate.source}, cfg.compile_timeout_s,
+        load_candidate(cand, {**load, "candidate_source": candidate.source, "require_kernels": not cfg.allow_torch}, cfg.compile_timeout_s,
                        "importing and compiling the candidate", builds)
 
         probe_seed = fresh_seed()

@@ -22,7 +22,7 @@ import torch
 import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed on import; import it before any snapshot
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from evaluator import audit_hook
+from evaluator import audit_hook, kernel_stores
 
 # Ops that move, view or allocate memory but compute nothing; a candidate may call these freely.
 LAYOUT_OPS = frozenset("""
@@ -36,7 +36,8 @@ arange scalar_tensor
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
-                    "evaluator.worker", "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
+                    "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
+                    "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
@@ -58,6 +59,8 @@ class Guards:
         self.exact_type = builtins.type
         self.tensor_type = torch.Tensor
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
+        self.ledger = kernel_stores.StoreLedger()  # the bytes Triton kernels stored (interpreter only)
+        self.stores_accounted = False  # True once the interpreter's stores go through the ledger
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         self._snapshot: dict[str, dict[str, int]] = {}
         self._classes: list[type] = list(_WATCHED_CLASSES)
@@ -130,18 +133,32 @@ class Guards:
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
 
-        def counting_kernel(original: Callable) -> Callable:  # keyed by kernel: which kernels ran, not only how many
+        ledger = self.ledger
+        take_stored = ledger.take_stored
+
+        def counting_kernel(original: Callable, interpreted: bool) -> Callable:  # keyed by kernel: which kernels ran
             def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+                # A launch counts once it returned having done work: under the interpreter, once it stored bytes
+                # (a grid of zero programs, a launch that raises, stores all masked off: not a launch); elsewhere
+                # once it returned with a grid of at least one program.
                 label = f"triton:{getattr(getattr(kernel, 'fn', None), '__name__', '?')}"
-                counter[label] = counter.get(label, 0) + 1
-                return original(kernel, *args, **kwargs)
+                if kwargs.get("warmup"):
+                    return original(kernel, *args, **kwargs)
+                take_stored()
+                result = original(kernel, *args, **kwargs)
+                worked = take_stored() > 0 if interpreted else _programs(kwargs.get("grid")) != 0
+                if worked:
+                    counter[label] = counter.get(label, 0) + 1
+                return result
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
 
         try:
             from triton.runtime import interpreter, jit
-            jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
-            interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run)
+            jit.JITFunction.run = counting_kernel(jit.JITFunction.run, False)
+            self.stores_accounted = os.environ.get("TRITON_INTERPRET") == "1" and kernel_stores.install(ledger)
+            interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run,
+                                                                  self.stores_accounted)
         except ImportError:
             pass
 
@@ -175,6 +192,20 @@ class Guards:
         cpp_extension.load_inline = load_inline
         cpp_extension.load = load
 
+    def unwritten_output(self, outputs: list[Any], kernels: dict[str, int]) -> str | None:
+        """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
+        that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
+        write outside the ledger, so a call that used one is not judged here."""
+        if not self.stores_accounted or any(not k.startswith("triton:") for k in kernels):
+            return None
+        for i, out in enumerate(outputs):
+            if self.exact_type(out) is self.tensor_type and out.device.type == "cpu":
+                missing = self.ledger.uncovered(out)
+                if missing:
+                    return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "
+                            "(computed outside the launched kernels)")
+        return None
+
     def launch_total(self) -> int:
         return sum(self.launches.values())
 
@@ -198,6 +229,17 @@ class Guards:
             for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
         for cls in self._classes:
             self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
+
+    def builtins_changed(self) -> str | None:
+        """The first builtin replaced since the snapshot (~10 us: run right after every call)."""
+        before = self._snapshot.get("builtins")
+        if before is None:
+            return None
+        now = vars(builtins)
+        for key, ident in before.items():
+            if key != "_" and (key not in now or id(now[key]) != ident):
+                return key
+        return None
 
     def tampered(self) -> str | None:
         """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'."""
@@ -269,12 +311,29 @@ def _dispatch_digest(name: str) -> str:
     return hashlib.blake2b("\n".join(lines).encode(), digest_size=8).hexdigest()
 
 
+def _programs(grid: Any) -> int | None:
+    """Programs in a launch's grid, when the grid is a plain tuple of ints (None when it cannot be told)."""
+    if isinstance(grid, int):
+        return grid
+    if isinstance(grid, tuple) and all(isinstance(g, int) for g in grid):
+        n = 1
+        for g in grid:
+            n *= g
+        return n
+    return None
+
+
+_no_torch_function = torch._C.DisableTorchFunction
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+    """Raw bytes compared with `__torch_function__` overrides off (callers check exact types first)."""
+    with _no_torch_function():
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.numel() == 0:
+            return True
+        return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
 
 
 class OpTrace(TorchDispatchMode):

@@ -197,8 +197,14 @@ def describe(values: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+_exact_type, _tuple, _list = type, tuple, list  # captured before any candidate code exists
+
+
 def as_outputs(value: Any) -> list[Any]:
-    """A forward's result as a flat list: a tensor, or a tuple/list of tensors."""
-    if isinstance(value, (tuple, list)):
-        return list(value)
+    """A forward's result as a flat list: a tensor, or exactly a tuple or list of tensors. A subclass of tuple or
+    list is not unpacked (its `__iter__` would run the candidate's code after the timer): it is one output, which
+    the structural check then refuses as not a plain tensor."""
+    kind = _exact_type(value)
+    if kind is _tuple or kind is _list:
+        return _list.copy(value) if kind is _list else [*_tuple.__iter__(value)]
     return [value]

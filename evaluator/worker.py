@@ -7,6 +7,7 @@ launch counts, ops, timings, problems it saw) and the driver judges them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -18,6 +19,7 @@ import torch
 
 from evaluator import process_tree, timing
 from evaluator.guards import Guards, OpTrace, same_bits
+from evaluator.kernel_stores import CopyGrants
 from evaluator.task_runtime import TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
@@ -42,6 +44,7 @@ class Worker:
         self.timer: timing.CallTimer | None = None
         self.grad = False
         self.compiled = False
+        self.require_kernels = False  # outputs must be written by kernels (the driver's, unless --allow-torch)
 
     # -- commands -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -68,8 +71,13 @@ class Worker:
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
     def _check_copy_ops(self) -> None:
-        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged."""
+        """Right after a call, before the harness copies its outputs or uses a builtin: the builtins are the ones
+        captured at load (a hook on `isinstance` that finishes work when the harness calls it, then removes itself,
+        is still in place here), and the copy operators' kernels are unchanged."""
         if self.enforce:
+            changed = self.guards.builtins_changed()
+            if changed and not self.guards.refusals:
+                self.guards.refusals.append(f"the candidate replaced builtins.{changed}, which the harness uses")
             changed = self.guards.copy_ops_changed()
             if changed and not self.guards.refusals:
                 self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
@@ -95,6 +103,7 @@ class Worker:
         self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
         self.init_seeds = list(cmd["init_seeds"])
         self.compiled = bool(cmd.get("compile"))
+        self.require_kernels = bool(cmd.get("require_kernels"))
         self.timer = timing.CallTimer(device)
         self.models.clear()
         self.guards.take_snapshot(dispatcher=self.enforce)
@@ -172,13 +181,13 @@ class Worker:
             torch.cuda.reset_peak_memory_stats()
             base_bytes = torch.cuda.memory_allocated()
         trace = OpTrace() if cmd.get("trace") else None
-        with torch.set_grad_enabled(self.grad):
+        with torch.set_grad_enabled(self.grad), self._accounting():
             if trace is not None:
                 with trace:
                     out = model(*inputs)
             else:
                 out = model(*inputs)
-        timer.sync()
+            timer.sync()
         self._check_copy_ops()
         outputs = as_outputs(out)
         report: dict[str, Any] = {"status": "ran", "ops": sorted(trace.ops) if trace else [],
@@ -194,7 +203,7 @@ class Worker:
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
             self.send(report)
             return
-        problem = self._problem(outputs, inputs, before) + (self._refuse_reason(),)
+        problem = self._problem(outputs, inputs, before) + (self._unwritten(outputs, kernels), self._refuse_reason())
         if self.enforce and any(problem):
             self.send({"status": "rejected", "reason": next(p for p in problem if p)})
             return
@@ -221,12 +230,14 @@ class Worker:
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
-                ms, out = timer.time_call(model, inputs)
+                with self._accounting():
+                    ms, out = timer.time_call(model, inputs)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
-                kept = [self._clone(o) for o in as_outputs(out) if isinstance(o, torch.Tensor)]
-                problems = self._problem(as_outputs(out), inputs, None)
+                outputs = as_outputs(out)
+                kept = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
+                problems = self._problem(outputs, inputs, None) + (self._unwritten(outputs, kernels),)
                 if self.enforce and any(problems):
                     self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
@@ -261,8 +272,14 @@ class Worker:
             with torch.set_grad_enabled(self.grad):
                 for inputs in batches:
                     # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
-                    outs = as_outputs(model(*inputs))
+                    launches0 = dict(self.guards.launches)
+                    with self._accounting():
+                        outs = as_outputs(model(*inputs))
                     self._check_copy_ops()
+                    unwritten = self._unwritten(outs, self.guards.launches_since(launches0))
+                    if unwritten and self.enforce:
+                        self.send({"status": "rejected", "reason": unwritten})
+                        return
                     for out in outs:
                         if isinstance(out, torch.Tensor):
                             self._clone(out)
@@ -331,6 +348,23 @@ class Worker:
                 self.models[variant] = model.to(self.rt.device)
         return self.models[variant]
 
+    def _accounting(self) -> contextlib.AbstractContextManager:
+        """Around one call of the candidate (interpreter only): the ledger of the bytes kernels store, and the
+        grants for PyTorch's copies of them."""
+        guards = self.guards
+        if not (self.enforce and self.require_kernels and guards.stores_accounted):
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        guards.ledger.begin()
+        stack.callback(guards.ledger.end)
+        stack.enter_context(CopyGrants(guards.ledger))
+        return stack
+
+    def _unwritten(self, outputs: list[Any], kernels: dict[str, int]) -> str | None:
+        if not (self.enforce and self.require_kernels):
+            return None
+        return self.guards.unwritten_output(outputs, kernels)
+
     def _clone(self, t: torch.Tensor) -> torch.Tensor:
         return self.guards.clone(t).detach()
 
@@ -339,11 +373,13 @@ class Worker:
         extra = self.guards.extra_threads()
         threads = f"the candidate left {extra} thread(s) running after returning" if extra > 0 else None
         mutated = None
-        if before is not None:
-            for i, (x, x0) in enumerate(zip(inputs, before)):
-                if isinstance(x, torch.Tensor) and not same_bits(x, x0):
-                    mutated = f"the candidate modified input {i} (inputs must be left unchanged)"
-                    break
+        exact, tensor = self.guards.exact_type, self.guards.tensor_type
+        for i, (x, x0) in enumerate(zip(inputs, before or inputs)):
+            if exact(x) is not tensor and isinstance(x, torch.Tensor):  # a swapped __class__ could lie to checks
+                return threads, f"the candidate changed the type of input {i} to {exact(x).__name__}", None
+            if before is not None and exact(x) is tensor and not same_bits(x, x0):
+                mutated = f"the candidate modified input {i} (inputs must be left unchanged)"
+                break
         return threads, self.guards.output_problem(outputs, inputs), mutated
 
     def _refuse_reason(self, deep: bool = False) -> str | None:
