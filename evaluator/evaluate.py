@@ -25,7 +25,6 @@ from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
 from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.device import EnergyMeter, device_info, resolve_device
-from evaluator.guards import recomputes_reference
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
 from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.sandbox import Zygote
@@ -200,8 +199,7 @@ class LocalEvaluator:
             if i == 0:
                 peak, ref_peak = got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")
             if not cfg.allow_torch:
-                _refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(got_reply.get("ops", [])),
-                                     set(expected_reply.get("ops", [])))
+                _refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(expected_reply.get("ops", [])))
             if variant == 0 and dist == "task" and probe is None:
                 kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
                 checked_kernels = kernels if checked_kernels is None else {
@@ -309,24 +307,24 @@ def _degenerate_check(conn: WorkerConnection, timeout_s: float, seed: int, base:
     return findings, notes + more
 
 
-def _refuse_pytorch_only(trial: int, launches: int, candidate_ops: set[str], reference_ops: set[str]) -> None:
-    """Every call that has work to do must launch a custom kernel, and must not redo the reference in PyTorch."""
+def _refuse_pytorch_only(trial: int, launches: int, reference_ops: set[str]) -> None:
+    """Every call that has work to do must launch a custom kernel that did work (PyTorch computing at the output's
+    scale, and outputs no kernel wrote, are refused in the worker, where the call is watched)."""
     if launches == 0 and reference_ops:
-        raise Refused(Status.REJECTED, f"the candidate launched no custom kernel in trial {trial + 1} (no Triton or CUDA "
-                                       "extension call ran); PyTorch-only candidates need --allow-torch")
-    if recomputes_reference(candidate_ops, reference_ops):
-        raise Refused(Status.REJECTED, f"in trial {trial + 1} the candidate recomputes the whole reference with PyTorch "
-                                       f"({', '.join(sorted(reference_ops))}); its kernels do none of the work")
+        raise Refused(Status.REJECTED, f"the candidate launched no custom kernel that did work in trial {trial + 1} "
+                                       "(no Triton or CUDA extension call stored anything); PyTorch-only candidates "
+                                       "need --allow-torch")
 
 
 def _refuse_other_work_when_timed(checked: dict[str, int], timed: dict[str, int]) -> None:
-    """A timed call must launch every kernel a checked call launched, as often: a candidate that can tell checked
-    calls from timed ones (the op trace is visible to it) must not time cheaper work than it was checked on."""
+    """A timed call must launch every kernel that every checked call launched: a candidate that can tell checked
+    calls from timed ones must not time cheaper work than it was checked on. How often may follow the data (a
+    compaction launches per surviving block), so only presence is compared."""
     for kernel, n in sorted(checked.items()):
-        if timed.get(kernel, 0) < n:
-            raise Refused(Status.REJECTED, f"when timed, the candidate launched {kernel.split(':', 1)[-1]} "
-                                           f"{timed.get(kernel, 0)} time(s) per call against {n} when its results "
-                                           "were checked: the timed calls did other work than the checked ones")
+        if n > 0 and timed.get(kernel, 0) < 1:
+            raise Refused(Status.REJECTED, f"when timed, the candidate never launched {kernel.split(':', 1)[-1]}, "
+                                           f"which it launched in every call whose results were checked: the timed "
+                                           "calls did other work than the checked ones")
 
 
 _default: LocalEvaluator | None = None

@@ -61,6 +61,7 @@ class Guards:
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
         self.ledger = kernel_stores.StoreLedger()  # the bytes Triton kernels stored (interpreter only)
         self.stores_accounted = False  # True once the interpreter's stores go through the ledger
+        self.thread_starts = [0]  # Python threads started since the worker began (install_thread_counter)
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         self._snapshot: dict[str, dict[str, int]] = {}
         self._classes: list[type] = list(_WATCHED_CLASSES)
@@ -121,6 +122,22 @@ class Guards:
             if _dispatch_digest(name) != digest:
                 return f"the kernels of {name}"
         return None
+
+    # -- threads --------------------------------------------------------------------------------------------------
+    def install_thread_counter(self) -> None:
+        """Count every Python thread started: work in a thread joined before the call returns leaves the thread
+        count unchanged, and PyTorch's profiler (the observer) sees one thread only, so a call may start none."""
+        import threading
+        starts = self.thread_starts
+        real = _thread.start_new_thread
+
+        def start_new_thread(*args: Any, **kwargs: Any) -> Any:
+            starts[0] += 1
+            return real(*args, **kwargs)
+
+        _thread.start_new_thread = start_new_thread
+        if getattr(threading, "_start_new_thread", None) is real:
+            threading._start_new_thread = start_new_thread
 
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:

@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ import torch
 from evaluator import process_tree, timing
 from evaluator.guards import Guards, OpTrace, same_bits
 from evaluator.kernel_stores import CopyGrants
+from evaluator.observer import CallObserver
 from evaluator.task_runtime import TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
@@ -180,8 +182,10 @@ class Worker:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
             base_bytes = torch.cuda.memory_allocated()
-        trace = OpTrace() if cmd.get("trace") else None
-        with torch.set_grad_enabled(self.grad), self._accounting():
+        # The reference's op names (for reports); the candidate is observed by what its calls compute instead.
+        trace = OpTrace() if cmd.get("trace") and not self.enforce else None
+        seen: dict[str, Any] = {}
+        with torch.set_grad_enabled(self.grad), self._watched(True, seen):
             if trace is not None:
                 with trace:
                     out = model(*inputs)
@@ -203,7 +207,8 @@ class Worker:
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
             self.send(report)
             return
-        problem = self._problem(outputs, inputs, before) + (self._unwritten(outputs, kernels), self._refuse_reason())
+        problem = self._problem(outputs, inputs, before) + (self._call_problem(outputs, kernels, seen),
+                                                             self._refuse_reason())
         if self.enforce and any(problem):
             self.send({"status": "rejected", "reason": next(p for p in problem if p)})
             return
@@ -230,14 +235,15 @@ class Worker:
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
-                with self._accounting():
+                seen: dict[str, Any] = {}
+                with self._watched(self.guards.stores_accounted, seen):
                     ms, out = timer.time_call(model, inputs)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
                 outputs = as_outputs(out)
                 kept = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
-                problems = self._problem(outputs, inputs, None) + (self._unwritten(outputs, kernels),)
+                problems = self._problem(outputs, inputs, None) + (self._call_problem(outputs, kernels, seen),)
                 if self.enforce and any(problems):
                     self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
@@ -273,10 +279,11 @@ class Worker:
                 for inputs in batches:
                     # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
                     launches0 = dict(self.guards.launches)
-                    with self._accounting():
+                    seen: dict[str, Any] = {}
+                    with self._watched(self.guards.stores_accounted, seen):
                         outs = as_outputs(model(*inputs))
                     self._check_copy_ops()
-                    unwritten = self._unwritten(outs, self.guards.launches_since(launches0))
+                    unwritten = self._call_problem(outs, self.guards.launches_since(launches0), seen)
                     if unwritten and self.enforce:
                         self.send({"status": "rejected", "reason": unwritten})
                         return
@@ -348,21 +355,45 @@ class Worker:
                 self.models[variant] = model.to(self.rt.device)
         return self.models[variant]
 
-    def _accounting(self) -> contextlib.AbstractContextManager:
-        """Around one call of the candidate (interpreter only): the ledger of the bytes kernels store, and the
-        grants for PyTorch's copies of them."""
+    @contextlib.contextmanager
+    def _watched(self, observe: bool, seen: dict[str, Any]) -> Iterator[None]:
+        """Around one call of the candidate: the thread starts it makes; with `observe`, what PyTorch computed (the
+        profiler); under the interpreter, the ledger of the bytes kernels store and the grants for PyTorch's copies
+        of them. Under the interpreter every call is watched alike, checked or timed, so none can be told apart."""
         guards = self.guards
-        if not (self.enforce and self.require_kernels and guards.stores_accounted):
-            return contextlib.nullcontext()
-        stack = contextlib.ExitStack()
-        guards.ledger.begin()
-        stack.callback(guards.ledger.end)
-        stack.enter_context(CopyGrants(guards.ledger))
-        return stack
+        if not (self.enforce and self.require_kernels):
+            yield
+            return
+        starts0 = guards.thread_starts[0]
+        observer = CallObserver() if observe else None
+        with contextlib.ExitStack() as stack:
+            if guards.stores_accounted:
+                guards.ledger.begin()
+                stack.callback(guards.ledger.end)
+            if observer is not None:
+                stack.enter_context(observer)
+            if guards.stores_accounted:
+                stack.enter_context(CopyGrants(guards.ledger))
+            yield
+        seen["threads"] = guards.thread_starts[0] - starts0
+        seen["observer"] = observer
 
-    def _unwritten(self, outputs: list[Any], kernels: dict[str, int]) -> str | None:
+    def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any]) -> str | None:
+        """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
+        outputs whose bytes no kernel stored."""
         if not (self.enforce and self.require_kernels):
             return None
+        if seen.get("threads"):
+            return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
+                    "harness's sight)")
+        observer = seen.get("observer")
+        if observer is not None:
+            ops = observer.compute_at_scale(outputs)
+            if ops is None:
+                return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
+            if ops:
+                return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
+                        f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels")
         return self.guards.unwritten_output(outputs, kernels)
 
     def _clone(self, t: torch.Tensor) -> torch.Tensor:

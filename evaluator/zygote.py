@@ -67,6 +67,7 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     from evaluator.guards import Guards
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
     guards.install_launch_counters(cuda_available=request["device"] == "cuda")
+    guards.install_thread_counter()
     if role == "candidate":
         process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
         process_tree.drop_capabilities()
