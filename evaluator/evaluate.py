@@ -26,6 +26,7 @@ from evaluator.correctness import compare
 from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.device import EnergyMeter, device_info, resolve_device
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
+from evaluator.probes import all_finite, expected_in_domain
 from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
@@ -181,6 +182,7 @@ class LocalEvaluator:
         # (variant, distribution, probe): probes call once on other inputs first, then on the trial's inputs
         # refilled into the same tensors ("same-tensors") or on a copy with a few elements changed ("near-copy").
         plan: list[tuple[int, str, str | None]] = [(0, "task", None)] * max(cfg.trials, 1) + [(0, "normal", None)]
+        plan += [(0, "large", None)]  # magnitudes where a narrower format overflows or a bound saturates
         plan += [(0, "task", "same-tensors"), (0, "perturbed", "near-copy")]
         for v in range(1, n_variants):
             plan += [(v, "task", None), (v, "normal", None)]
@@ -188,10 +190,18 @@ class LocalEvaluator:
         checked_kernels: dict[str, int] | None = None  # per kernel, the fewest launches of a plain trial
         worst_abs = worst_rel = 0.0
         peak = ref_peak = None
+        task_finite = True  # whether the task's own inputs gave a finite reference (probes must stay so)
         for i, (variant, dist, probe) in enumerate(plan):
             seed = probe_seed if probe == "near-copy" else fresh_seed()
             run = {"cmd": "run", "variant": variant, "seed": seed, "distribution": dist, "trace": True}
-            expected_reply, expected = ref.request(run, cfg.run_timeout_s, "computing expected outputs")
+            in_domain = expected_in_domain(ref, run, cfg, task_finite)
+            if in_domain is None:
+                trials.append({"variant": variant, "distribution": dist, "probe": probe, "skipped": "the reference "
+                               "is not finite on these inputs, though it is on the task's own"})
+                continue
+            run, expected_reply, expected = in_domain
+            if i == 0:
+                task_finite = all_finite(expected)
             if probe is not None:
                 run |= {"prime_seed": probe_seed, "reuse_tensors": probe == "same-tensors"}
             timeout = cfg.compile_timeout_s if i == 0 or variant != plan[i - 1][0] else cfg.run_timeout_s
@@ -204,14 +214,15 @@ class LocalEvaluator:
                 kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
                 checked_kernels = kernels if checked_kernels is None else {
                     k: min(n, kernels.get(k, 0)) for k, n in checked_kernels.items()}
-            verdict = compare(expected, got, tolerance)
-            worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
+            verdict = compare(expected, got, tolerance, scaled_atol=dist == "large")
+            if dist != "large":  # errors at magnitude 1e5 would swamp the figure users read as the accuracy
+                worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
             trials.append({"variant": variant, "distribution": dist, "probe": probe, "max_abs_error": verdict.max_abs_error,
                            "max_rel_error": verdict.max_rel_error, "ok": verdict.ok})
             if not verdict.ok:
                 where = f"shape variant {variant}" if variant else "the benchmark shape"
-                inputs = {"normal": "standard-normal inputs", "perturbed": "inputs nearly equal to an earlier call's"
-                          }.get(dist, "the task's inputs")
+                inputs = {"normal": "standard-normal inputs", "perturbed": "inputs nearly equal to an earlier call's",
+                          "large": f"inputs of magnitude {run.get('scale', 0):g}"}.get(dist, "the task's inputs")
                 if probe == "same-tensors":
                     inputs = "new values in the same input tensors as an earlier call"
                 return EvalResult(Status.INCORRECT, f"trial {i + 1} ({where}, {inputs}): {verdict.reason}",

@@ -22,7 +22,7 @@ from evaluator import process_tree, timing
 from evaluator.guards import Guards, OpTrace, same_bits
 from evaluator.kernel_stores import CopyGrants
 from evaluator.observer import CallObserver
-from evaluator.task_runtime import TaskRuntime, as_outputs, describe
+from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
 CANDIDATE_MODULE = "opforge_candidate"
@@ -46,6 +46,7 @@ class Worker:
         self.timer: timing.CallTimer | None = None
         self.grad = False
         self.compiled = False
+        self.reference_states: dict[int, dict[str, torch.Tensor]] = {}  # candidate: the reference's weights
         self.require_kernels = False  # outputs must be written by kernels (the driver's, unless --allow-torch)
 
     # -- commands -------------------------------------------------------------------------------------------------
@@ -116,6 +117,11 @@ class Worker:
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
                           "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
             return
+        # The reference weights of every shape variant, built now: the task's module classes are then dropped, so
+        # candidate code cannot reach the task (and patch how its inputs are drawn).
+        self.reference_states = {v: self.rt.reference_model(v, self.init_seeds[v]).state_dict()
+                                 for v in range(len(self.rt.variants))}
+        self.rt.forget_models()
         path = Path(os.getcwd()) / "candidate.py"
         path.write_text(cmd["candidate_source"])
         # load_inline calls during the import ask the driver for their build (build_stage.py); never afterwards.
@@ -171,7 +177,8 @@ class Worker:
                                                    int(cmd["fresh_seed"]))
             probe = {"input_changed": changed}
         else:
-            inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
+            inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"),
+                               float(cmd.get("scale", NORMAL_SCALE)))
         if cmd.get("prime_seed") is not None:
             inputs = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
             if inputs is None:
@@ -340,12 +347,11 @@ class Worker:
         if variant not in self.models:
             assert self.rt is not None
             seed = self.init_seeds[variant]
-            reference = self.rt.reference_model(variant, seed)
             if self.role == "reference":
+                reference = self.rt.reference_model(variant, seed)
                 self.models[variant] = torch.compile(reference) if self.compiled else reference
             else:
-                state = reference.state_dict()
-                del reference
+                state = self.reference_states[variant]
                 init = self.rt.init_inputs(variant)
                 torch.manual_seed(seed)
                 model = self.model_cls(*init)
