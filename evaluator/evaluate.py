@@ -190,6 +190,7 @@ class LocalEvaluator:
         checked_kernels: dict[str, int] | None = None  # per kernel, the fewest launches of a plain trial
         worst_abs = worst_rel = 0.0
         peak = ref_peak = None
+        notes: set[str] = set()  # facts the worker reports for the verdict (autotune under the interpreter)
         task_finite = True  # whether the task's own inputs gave a finite reference (probes must stay so)
         for i, (variant, dist, probe) in enumerate(plan):
             seed = probe_seed if probe == "near-copy" else fresh_seed()
@@ -206,6 +207,7 @@ class LocalEvaluator:
                 run |= {"prime_seed": probe_seed, "reuse_tensors": probe == "same-tensors"}
             timeout = cfg.compile_timeout_s if i == 0 or variant != plan[i - 1][0] else cfg.run_timeout_s
             got_reply, got = cand.request(run, timeout, f"correctness trial {i + 1}")
+            notes.update(str(n) for n in got_reply.get("notes") or ())
             if i == 0:
                 peak, ref_peak = got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")
             if not cfg.allow_torch:
@@ -265,7 +267,7 @@ class LocalEvaluator:
                 from evaluator.ncu import profile_with_ncu
                 profile.update(profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
                                                 cfg.compile_timeout_s, cfg.sandbox))
-        reason = "correct on every trial" + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
+        reason = "correct on every trial" + "".join(f"; {n}" for n in sorted(notes)) + (f"; {speedup:.1f}x is above the suspicious threshold and was confirmed "
                                              f"by the driver's clock ({outer_speedup:.1f}x there)" if suspicious else "")
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,

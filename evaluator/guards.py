@@ -37,6 +37,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
                     "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
+                    "triton.runtime.autotuner", "evaluator.observer",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
@@ -61,6 +62,7 @@ class Guards:
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
         self.ledger = kernel_stores.StoreLedger()  # the bytes Triton kernels stored (interpreter only)
         self.stores_accounted = False  # True once the interpreter's stores go through the ledger
+        self.notes: set[str] = set()  # facts for the verdict (interpreter_gaps: autotune ran one config)
         self.thread_starts = [0]  # Python threads started since the worker began (install_thread_counter)
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         self._snapshot: dict[str, dict[str, int]] = {}

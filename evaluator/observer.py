@@ -6,8 +6,10 @@ new namespace), and a candidate cannot hide from it by popping dispatch modes. S
 again inside the call loses the harness's opening marker, which is itself refused. Threads are covered separately:
 the worker counts thread starts during a call (`Guards.thread_starts`).
 
-A call may allocate, view, copy, cast and query metadata freely; any other operator whose arguments hold as many
-elements as the call's smallest output (at least two) is compute at output scale, which the kernels must do.
+A call may allocate, view, copy, cast and query metadata freely. Other operators are compute; their work is the size
+of their largest argument, summed over the call (so a computation split into small chunks adds up). Compute whose
+work reaches the output's scale -- the smallest output's elements, or a 64th of the largest input's when that is
+more (a final reduction over a few partial sums stays below it) -- is work the kernels must do.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class CallObserver:
         except Exception:  # noqa: BLE001 - a profiler the candidate switched off: judged as missing the marker
             self._prof = None
 
-    def compute_at_scale(self, outputs: list[Any]) -> list[str] | None:
+    def compute_at_scale(self, outputs: list[Any], inputs: list[Any]) -> list[str] | None:
         """Names of the compute operators that ran on data of the output's size; None when the observation was
         tampered with (the profiler switched off or restarted inside the call)."""
         if self._prof is None:
@@ -57,8 +59,10 @@ class CallObserver:
         if not any(e.name == MARKER for e in events):
             return None
         sizes = [o.numel() for o in outputs if isinstance(o, torch.Tensor)]
-        scale = max(2, min(sizes) if sizes else 2)
+        largest_input = max((x.numel() for x in inputs if isinstance(x, torch.Tensor)), default=0)
+        scale = max(2, min(sizes) if sizes else 2, largest_input // 64)
         found: set[str] = set()
+        work = 0
         for e in events:
             name = e.name
             if not name.startswith("aten::"):
@@ -66,9 +70,11 @@ class CallObserver:
             short = name[6:]
             if short in FREE_OPS or short.rstrip("_") in FREE_OPS:
                 continue
-            if any(_numel(shape) >= scale for shape in (e.input_shapes or ())):
+            size = max((_numel(shape) for shape in (e.input_shapes or ())), default=0)
+            if size > 1:
+                work += size
                 found.add(name)
-        return sorted(found)
+        return sorted(found) if work >= scale else []
 
 
 def _numel(shape: Any) -> int:

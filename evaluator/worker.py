@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from evaluator import process_tree, timing
+from evaluator import interpreter_gaps, process_tree, timing
 from evaluator.guards import Guards, OpTrace, same_bits
 from evaluator.kernel_stores import CopyGrants
 from evaluator.observer import CallObserver
@@ -70,7 +70,7 @@ class Worker:
                 if self.enforce and self.guards.refusals:
                     self.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
                 else:
-                    self.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
+                    self.send({"status": "runtime_error", "reason": _with_hint(exc), "log": _tail()})
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
     def _check_copy_ops(self) -> None:
@@ -207,6 +207,8 @@ class Worker:
             report["inputs"] = describe(inputs)
         if probe:
             report["probe"] = probe
+        if self.guards.notes:
+            report["notes"] = sorted(self.guards.notes)
         if cuda:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
         kernels = self.guards.launches_since(launches0)
@@ -214,7 +216,7 @@ class Worker:
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
             self.send(report)
             return
-        problem = self._problem(outputs, inputs, before) + (self._call_problem(outputs, kernels, seen),
+        problem = self._problem(outputs, inputs, before) + (self._call_problem(outputs, kernels, seen, inputs),
                                                              self._refuse_reason())
         if self.enforce and any(problem):
             self.send({"status": "rejected", "reason": next(p for p in problem if p)})
@@ -250,7 +252,7 @@ class Worker:
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
                 outputs = as_outputs(out)
                 kept = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
-                problems = self._problem(outputs, inputs, None) + (self._call_problem(outputs, kernels, seen),)
+                problems = self._problem(outputs, inputs, None) + (self._call_problem(outputs, kernels, seen, inputs),)
                 if self.enforce and any(problems):
                     self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
@@ -290,7 +292,7 @@ class Worker:
                     with self._watched(self.guards.stores_accounted, seen):
                         outs = as_outputs(model(*inputs))
                     self._check_copy_ops()
-                    unwritten = self._call_problem(outs, self.guards.launches_since(launches0), seen)
+                    unwritten = self._call_problem(outs, self.guards.launches_since(launches0), seen, inputs)
                     if unwritten and self.enforce:
                         self.send({"status": "rejected", "reason": unwritten})
                         return
@@ -384,7 +386,8 @@ class Worker:
         seen["threads"] = guards.thread_starts[0] - starts0
         seen["observer"] = observer
 
-    def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any]) -> str | None:
+    def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
+                      inputs: list[Any]) -> str | None:
         """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
         outputs whose bytes no kernel stored."""
         if not (self.enforce and self.require_kernels):
@@ -394,7 +397,7 @@ class Worker:
                     "harness's sight)")
         observer = seen.get("observer")
         if observer is not None:
-            ops = observer.compute_at_scale(outputs)
+            ops = observer.compute_at_scale(outputs, inputs)
             if ops is None:
                 return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
             if ops:
@@ -455,6 +458,13 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     msg = text[0] if text else ""
     return f"{type(exc).__name__}: {msg}"[:300] if msg else type(exc).__name__
+
+
+def _with_hint(exc: BaseException) -> str:
+    """The error in one line, led by a sentence when it is a known gap of Triton's CPU interpreter."""
+    line = _one_line(exc)
+    found = interpreter_gaps.hint(f"{exc!r} {exc.__cause__!r}")
+    return f"{found} ({line})" if found else line
 
 
 def _tail() -> str:

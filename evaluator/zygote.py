@@ -64,10 +64,12 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     from evaluator.wire import Channel
     from evaluator.worker import Worker
 
+    from evaluator import interpreter_gaps
     from evaluator.guards import Guards
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
     guards.install_launch_counters(cuda_available=request["device"] == "cuda")
     guards.install_thread_counter()
+    interpreter_gaps.install(guards.notes)
     if role == "candidate":
         process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
         process_tree.drop_capabilities()
@@ -93,6 +95,11 @@ def main() -> None:
     import torch.utils.cpp_extension  # noqa: F401
     import torch.profiler  # noqa: F401
 
+    try:  # PyTorch's own lazily registered kernels (vmap's decompositions), before any snapshot or guard
+        from torch._functorch.predispatch import lazy_load_decompositions
+        lazy_load_decompositions()
+    except ImportError:
+        pass
     if role == "candidate":
         evaluator.guards.prime_dispatch_snapshot()
     control = socket.socket(fileno=control_fd)
