@@ -52,6 +52,8 @@ def install(refusals: list[str], candidate_module: str) -> None:
     trusted_roots = tuple({os.path.realpath(p) + os.sep for p in (
         paths["stdlib"], paths["purelib"], paths["platlib"],
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+    ctypes_root = os.path.join(os.path.realpath(paths["stdlib"]), "ctypes") + os.sep
+    native_file = os.path.join(os.path.dirname(os.path.realpath(__file__)), "native.py")
     busy = [False]
     table = {k: dict(v) for k, v in _FRAME_USERS.items()}  # a private copy: the module's dict is reachable
     getframe, realpath = sys._getframe, os.path.realpath
@@ -89,6 +91,14 @@ def install(refusals: list[str], candidate_module: str) -> None:
         caller = frame.f_back
         return caller is not None and user_key(caller.f_code.co_filename) in callers
 
+    def native_loader(frame: Any) -> bool:
+        """Whether ctypes is used by `load_c`'s own loader and bound functions (`native.py`), through ctypes' own
+        module at most: the candidate's native code runs there, and it is judged at the process boundary, since C
+        can bypass every guard of this process anyway. The candidate's own ctypes use stays refused."""
+        while frame is not None and realpath(frame.f_code.co_filename).startswith(ctypes_root):
+            frame = frame.f_back
+        return frame is not None and realpath(frame.f_code.co_filename) == native_file
+
     def refuse(what: str) -> None:
         refusals.append(f"the candidate reached for the harness's internals ({what})")
         raise RuntimeError(f"opforge refused {what}: candidates may not reach frames, the object graph, raw "
@@ -115,9 +125,9 @@ def install(refusals: list[str], candidate_module: str) -> None:
                 if not trusted(asking.f_code.co_filename):
                     refuse(f"setting {getattr(args[0], '__qualname__', '?')}.{args[1]}")
                 return
-            if allowed_user(asking):
+            if allowed_user(asking) or (event.startswith("ctypes.") and native_loader(asking)):
                 return
-            frame = asking
+            frame: Any = asking  # a FrameType, then f_back's None at the bottom of the stack
             while frame is not None:
                 if not trusted(frame.f_code.co_filename):
                     refuse(f"{event} {args[1]}" if event == "object.__getattr__" else event)
@@ -126,5 +136,5 @@ def install(refusals: list[str], candidate_module: str) -> None:
             busy[0] = False
 
     import logging
-    logging.currentframe = lambda: None  # type: ignore[assignment] # log records need no caller's frame
+    logging.currentframe = lambda: None  # type: ignore[assignment,return-value] # log records need no caller's frame
     sys.addaudithook(hook)

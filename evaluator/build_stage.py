@@ -13,6 +13,9 @@ Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluat
 4. with `"collect": true` (`prebuild`, run where no GPU is held: a Ray CPU task) the worker gets a stub instead and
    the import goes on, so every load_inline call of the candidate is built and cached before an evaluation starts.
 
+`load_c` (native C/C++ kernels, `native.py`) goes the same way with `"kind": "native"` in step 2: the driver's
+`NativeServer` (`native_stage.py`) builds it into the native build cache and replies with the library's bytes.
+
 Untrusted Python never writes the cache: it sends only a spec (validated, size-limited, flags from an allow-list),
 and the builder runs no Python of the candidate's, only the compilers.
 """
@@ -33,6 +36,9 @@ from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.cuda_build import BuildSpec
+from evaluator.native_build import cache_root as native_cache_root
+from evaluator.native_stage import NativeServer, mentions_load_c
+from evaluator.native_stage import open_cache as open_native_cache
 from evaluator.result import Status
 from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
@@ -41,8 +47,8 @@ MAX_BUILDS_PER_LOAD = 8
 
 
 def needs_build(source: str) -> bool:
-    """A cheap textual check: does the candidate build a C++/CUDA extension at all?"""
-    return "load_inline" in source or "cpp_extension" in source
+    """A cheap textual check: does the candidate build a C++/CUDA extension or a native library at all?"""
+    return "load_inline" in source or "cpp_extension" in source or mentions_load_c(source)
 
 
 def build_mode(device_kind: str) -> str:
@@ -58,14 +64,17 @@ class BuildServer:
         self.cache, self.mode, self.isolation, self.context = cache, mode, isolation, context
         self.collecting, self.archs = collecting, archs
         self.verdicts: list[Verdict] = []
+        self.native = NativeServer(isolation, context, collecting)  # load_c's builds (native_stage.py)
         self._requests = 0
 
-    def answer(self, raw_spec: Any, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def answer(self, raw_spec: Any, timeout_s: float, kind: Any = None) -> tuple[dict[str, Any], list[torch.Tensor]]:
         self._requests += 1
         skipped: tuple[dict[str, Any], list[torch.Tensor]] = ({"cmd": "built", "verdict": "skipped"}, [])
         if self._requests > MAX_BUILDS_PER_LOAD:  # refused, not skipped: no private build behind the builder's back
             return {"cmd": "built", "verdict": "refused",
-                    "log": f"a candidate may build at most {MAX_BUILDS_PER_LOAD} CUDA extensions"}, []
+                    "log": f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or native libraries"}, []
+        if kind == "native":
+            return self.native.answer(raw_spec, timeout_s)
         try:
             spec = BuildSpec.from_json(raw_spec)
         except ValueError as exc:
@@ -105,29 +114,30 @@ def load_candidate(conn: WorkerConnection, load: dict[str, Any], timeout_s: floa
     deadline = time.monotonic() + timeout_s
     reply, _ = conn.request({**load, "builds": True, "build_mode": server.mode}, timeout_s, doing)
     while reply.get("status") == "build":
-        header, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0))
+        header, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
         if header["verdict"] == "timeout":
-            raise Refused(Status.TIMEOUT, f"the candidate's CUDA build did not finish within {timeout_s:g} s "
+            what = "native build" if reply.get("kind") == "native" else "CUDA build"
+            raise Refused(Status.TIMEOUT, f"the candidate's {what} did not finish within {timeout_s:g} s "
                                           f"({header.get('log') or 'compiler timeout'})")
         try:
             conn.channel.send(header, blobs)
         except OSError:
-            raise Refused(Status.CRASHED, "the candidate process died while its CUDA sources were built") from None
+            raise Refused(Status.CRASHED, "the candidate process died while its sources were built") from None
         reply, _ = conn.recv(max(deadline - time.monotonic(), 0.001), doing)
     return reply
 
 
-_collectors: dict[tuple[str, str], Zygote] = {}
+_collectors: dict[tuple[str, tuple[str, ...]], Zygote] = {}
 _collectors_lock = threading.Lock()
 
 
-def _collector(isolation: str, hidden: str) -> Zygote:
+def _collector(isolation: str, hidden: tuple[str, ...]) -> Zygote:
     with _collectors_lock:
         key = (isolation, hidden)
         if key not in _collectors:
             if not _collectors:
                 atexit.register(_close_collectors)
-            _collectors[key] = Zygote("cpu", "candidate", isolation, hidden=(hidden,))
+            _collectors[key] = Zygote("cpu", "candidate", isolation, hidden=hidden)
         return _collectors[key]
 
 
@@ -140,11 +150,12 @@ def _close_collectors() -> None:
 
 def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "check",
              cache_location: str | None = None, archs: str | None = None) -> list[dict[str, Any]]:
-    """Records the candidate's load_inline calls in a sandboxed CPU worker and builds each into the cache; returns
-    one summary per build (key, verdict, whether it was cached already). Never raises for the candidate's problems:
-    an evaluation that finds no cached build builds privately as before."""
+    """Records the candidate's load_inline and load_c calls in a sandboxed CPU worker and builds each into its cache;
+    returns one summary per build (key, verdict, whether it was cached already). Never raises for the candidate's
+    problems: an evaluation that finds no cached build builds privately (CUDA) or in its own build stage (native)."""
     cache = BuildCache.open(cache_location)
-    if cache is None or not needs_build(candidate.source):
+    native = mentions_load_c(candidate.source)
+    if (cache is None and not native) or not needs_build(candidate.source):
         return []
     try:
         if policy.check_source(candidate.source, allow_torch=cfg.allow_torch):
@@ -152,7 +163,7 @@ def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "che
     except SyntaxError:
         return []
     server = BuildServer(cache, mode, cfg.sandbox, "prebuild", collecting=True, archs=archs)
-    zygote = _collector(cfg.sandbox, str(cache.root))
+    zygote = _collector(cfg.sandbox, hidden_caches(cache))
     nonce = secrets.token_hex(16)
     handle = zygote.spawn(nonce, cfg.memory_limit_bytes, int(cfg.compile_timeout_s) + 60)
     conn = WorkerConnection(zygote, handle, nonce, "candidate", task.label)
@@ -164,4 +175,11 @@ def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "che
         pass
     finally:
         conn.close()
-    return [{"key": v.key, "verdict": v.status, "cached": v.cached} for v in server.verdicts]
+    return [{"key": v.key, "verdict": v.status, "cached": v.cached} for v in server.verdicts] + [
+        {"key": o.key, "verdict": o.status, "cached": o.cached, "kind": "native"} for o in server.native.outcomes]
+
+
+def hidden_caches(cache: BuildCache | None) -> tuple[str, ...]:
+    """The build caches a candidate sandbox must not see, even read-only."""
+    native = open_native_cache()  # created now: bubblewrap hides only folders that exist
+    return (*((str(cache.root),) if cache is not None else ()), str(native.root if native else native_cache_root()))

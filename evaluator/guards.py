@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import builtins
 import hashlib
+from operator import is_
 import os
 import random
 import sys
@@ -39,6 +40,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
                     "triton.runtime.autotuner", "evaluator.observer",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
+                    "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
@@ -51,7 +53,8 @@ _COPY_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::empty_like",
 
 
 class Guards:
-    def __init__(self) -> None:
+    def __init__(self, watched_modules: tuple[str, ...] = _WATCHED_MODULES) -> None:
+        self.watched_modules = watched_modules
         # Captured before the candidate exists: later patches of these names do not reach the harness.
         self.now_ns: Callable[[], int] = time.perf_counter_ns
         self.cpu_s: Callable[[], float] = time.process_time  # every thread of this process, PyTorch's pools too
@@ -65,11 +68,13 @@ class Guards:
         self.notes: set[str] = set()  # facts for the verdict (interpreter_gaps: autotune ran one config)
         self.thread_starts = [0]  # Python threads started since the worker began (install_thread_counter)
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
-        self._snapshot: dict[str, dict[str, int]] = {}
+        # namespace label -> (module or class, its names, their values): held, so compared by identity
+        self._snapshot: dict[str, tuple[Any, tuple[str, ...], tuple[Any, ...]]] = {}
+        self._views: list[tuple[Any, tuple[str, ...], tuple[Any, ...]]] = []
         self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
-        self.build_client: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]] | None = None
+        self.build_client: Callable[..., tuple[dict[str, Any], list[Any]]] | None = None  # (spec, kind="cuda")
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
         self.collecting = False  # record the builds only (the build stage), returning stubs
         self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
@@ -96,7 +101,7 @@ class Guards:
                                    "may be defined for new operators only")
             return real(kind, ns, *args, **kwargs)
 
-        torch._C._dispatch_library = guarded_library
+        torch._C._dispatch_library = guarded_library  # type: ignore[assignment] # the guard takes the same calls
 
     def copy_ops_changed(self) -> str | None:
         """The operators the harness runs on a call's outputs right after it (copies, allocations), checked after a
@@ -104,11 +109,12 @@ class Guards:
         check still shows, since it must be there at every call it serves."""
         if self.draw() >= COPY_OPS_CHECK_SHARE:
             return None
-        for name in _COPY_OPS:
-            digest = self._dispatch.get(name)
-            if digest is not None and _dispatch_digest(name) != digest:
-                return f"the kernels of {name}"
-        return None
+        changed = None
+        for name in _COPY_OPS:  # every digest computed, snapshot or not: the same cost in both workers
+            digest, now = self._dispatch.get(name), _dispatch_digest(name)
+            if changed is None and digest is not None and now != digest:
+                changed = f"the kernels of {name}"
+        return changed
 
     def dispatcher_changed(self, deep: bool) -> str | None:
         """A dispatch or function mode left active (it would see every tensor operation of the harness); with
@@ -173,11 +179,15 @@ class Guards:
             return run
 
         try:
-            from triton.runtime import interpreter, jit
-            jit.JITFunction.run = counting_kernel(jit.JITFunction.run, False)
+            from triton.runtime import interpreter
             self.stores_accounted = os.environ.get("TRITON_INTERPRET") == "1" and kernel_stores.install(ledger)
             interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run,
                                                                   self.stores_accounted)
+            if cuda_available:
+                install_compiled_launch_counter(counter)
+            else:
+                from triton.runtime import jit
+                jit.JITFunction.run = counting_kernel(jit.JITFunction.run, False)
         except ImportError:
             pass
 
@@ -208,8 +218,29 @@ class Guards:
         def load(name: str, sources: Any, **kwargs: Any) -> Any:
             return wrap_module(real_load(name, sources, **kwargs))
 
-        cpp_extension.load_inline = load_inline
-        cpp_extension.load = load
+        cpp_extension.load_inline = load_inline  # type: ignore[assignment] # wrappers taking the same calls
+        cpp_extension.load = load  # type: ignore[assignment]
+
+        from evaluator import native
+        native.serve(self.native_build, counter)
+
+    def native_build(self, spec: Any) -> bytes | None:
+        """A `load_c` call's library, from the driver's build stage (`native_stage.py`): its bytes, None while the
+        driver only collects the builds; raises NativeBuildError with the compiler's log or the reason."""
+        from evaluator.native_build import NativeBuildError
+        if self.build_client is None:
+            raise NativeBuildError(f"load_c({spec.name!r}) was called after the candidate was imported; in a "
+                                   "candidate, call load_c at module level so the evaluator can build it")
+        reply, blobs = self.build_client(spec.to_json(), "native")
+        verdict = reply.get("verdict")
+        if verdict == "built":
+            if self.collecting:
+                return None
+            if blobs:
+                return blobs[0].numpy().tobytes()
+        if verdict == "compile_error":
+            raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}): the sources do not compile"))
+        raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}) could not be built ({verdict})"))
 
     def unwritten_output(self, outputs: list[Any], kernels: dict[str, int]) -> str | None:
         """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
@@ -239,15 +270,16 @@ class Guards:
         self.baseline_threads = self.thread_count()
         if dispatcher:
             self._dispatch = _take_primed_dispatch() or dispatch_table()
-        for name in _WATCHED_MODULES:
+        for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:
-                self._snapshot[name] = {k: id(v) for k, v in vars(module).items()}
+                self._snapshot[name] = (module, *_contents(vars(module)))
         self._classes = list(_WATCHED_CLASSES) + [  # and the classes those modules define (Channel, Counter...)
-            v for name in _WATCHED_MODULES if (m := sys.modules.get(name)) is not None
+            v for name in self.watched_modules if (m := sys.modules.get(name)) is not None
             for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
         for cls in self._classes:
-            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = {k: id(v) for k, v in vars(cls).items()}
+            self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = (cls, *_contents(vars(cls)))
+        self._views = list(self._snapshot.values())
 
     def builtins_changed(self) -> str | None:
         """The first builtin replaced since the snapshot (~10 us: run right after every call)."""
@@ -261,24 +293,37 @@ class Guards:
         return None
 
     def tampered(self) -> str | None:
-        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'."""
-        for name in _WATCHED_MODULES:
-            before = self._snapshot.get(name)
-            module = sys.modules.get(name)
-            if before is None or module is None:
+        """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'.
+
+        Values are compared by identity with `operator.is_` over the namespaces' contents, never with `==` (which
+        would run a replacement's own `__eq__`) nor `id()` (an audited call: the audit hook would run ~26,000 times
+        a check). The whole state is compared at C speed first; names are walked one by one only where something
+        differs, and a namespace that merely gained names (a lazily created attribute) is then taken as it is now."""
+        for name in self.watched_modules:  # a module swapped in sys.modules reaches the harness's later imports
+            entry = self._snapshot.get(name)
+            if entry is not None and sys.modules.get(name) is not entry[0]:
+                return f"sys.modules[{name!r}]"
+        changed = None
+        for i, (ns, keys, values) in enumerate(self._views):
+            now = vars(ns)
+            if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
                 continue
-            now = vars(module)
-            for key, ident in before.items():
+            changed = changed or self._changed_name(ns)
+            if changed is None:
+                self._views[i] = (ns, *_contents(now))
+        return changed
+
+    def _changed_name(self, ns: Any) -> str | None:
+        for name, (original, keys, values) in self._snapshot.items():
+            if original is not ns:
+                continue
+            now = vars(ns)
+            label = name if isinstance(ns, types.ModuleType) else ns.__qualname__
+            for key, value in zip(keys, values):
                 if key in ("__warningregistry__", "_") or key.startswith("__pycache"):
                     continue
-                if key not in now or id(now[key]) != ident:
-                    return f"{name}.{key}"
-        for cls in self._classes:
-            before = self._snapshot[f"{cls.__module__}.{cls.__qualname__}"]
-            now = vars(cls)
-            for key, ident in before.items():
-                if key not in now or id(now[key]) != ident:
-                    return f"{cls.__qualname__}.{key}"
+                if key not in now or now[key] is not value:
+                    return f"{label}.{key}"
         return None
 
     def extra_threads(self) -> int:
@@ -303,6 +348,26 @@ class Guards:
         return None
 
 
+def install_compiled_launch_counter(counter: dict[str, int], kernel_class: Any = None) -> None:
+    """On a GPU, count at the launch of a compiled kernel: Triton calls `CompiledKernel.launch_metadata` right before
+    every launch, both from `JITFunction.run` (kernel[grid](...), autotuned or not) and from a compiled kernel's own
+    `kernel.warmup(...)[grid](...)`, and not for a warm-up that only compiles. Counting `JITFunction.run` instead
+    would miss the second path and count the third."""
+    if kernel_class is None:
+        from triton.compiler.compiler import CompiledKernel
+        kernel_class = CompiledKernel
+    original = kernel_class.launch_metadata
+
+    def launch_metadata(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(getattr(kernel, "src", None), "fn", None)
+        label = f"triton:{getattr(fn, '__name__', None) or getattr(kernel, 'name', '?')}"
+        if args and _programs(args[0]) != 0:  # a grid of zero programs launches nothing
+            counter[label] = counter.get(label, 0) + 1
+        return original(kernel, *args, **kwargs)
+    launch_metadata.__wrapped__ = original  # type: ignore[attr-defined]
+    kernel_class.launch_metadata = launch_metadata
+
+
 _primed_dispatch: list[dict[str, str]] = []
 
 
@@ -323,6 +388,10 @@ def dispatch_table() -> dict[str, str]:
 
 def _loaded(*names: str) -> list[types.ModuleType]:
     return [sys.modules[n] for n in names if n in sys.modules and getattr(sys.modules[n], "__file__", None)]
+
+
+def _contents(namespace: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    return tuple(namespace), tuple(namespace.values())
 
 
 def _dispatch_digest(name: str) -> str:
@@ -370,8 +439,3 @@ class OpTrace(TorchDispatchMode):
         if name not in LAYOUT_OPS and func.overloadpacket.__name__ not in LAYOUT_OPS:
             self.ops[name] += 1
         return func(*args, **(kwargs or {}))
-
-
-def recomputes_reference(candidate_ops: set[str], reference_ops: set[str]) -> bool:
-    """True when the candidate's own PyTorch calls already cover every compute op of the reference."""
-    return bool(reference_ops) and reference_ops <= candidate_ops

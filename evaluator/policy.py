@@ -79,6 +79,8 @@ QUERY_CALLS = frozenset({
 })
 # Flags a kernel may set (they change PyTorch's own numerics in the candidate's process only).
 FLAG_PREFIXES = ("torch.backends.",)
+# The one public part of the harness a candidate may import: `from evaluator.native import load_c` (native kernels).
+NATIVE_MODULE, NATIVE_NAMES = "evaluator.native", ("load_c",)
 PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "np", "numpy", "os", "sys", "math", "random"}
 REFERENCE_NAMES = {"Model", "get_inputs", "get_init_inputs"}
 
@@ -103,7 +105,12 @@ def check_source(source: str, allow_torch: bool = False) -> list[Violation]:
             for alias in node.names:
                 _check_module(alias.name, line, found)
         elif isinstance(node, ast.ImportFrom):
-            _check_module(node.module or "", line, found)
+            if node.module == NATIVE_MODULE and node.level == 0:
+                if any(a.name not in NATIVE_NAMES for a in node.names):
+                    found.append(Violation(line, f"imports from {NATIVE_MODULE} more than {', '.join(NATIVE_NAMES)}, "
+                                                 "the only part of the harness a candidate may use"))
+            else:
+                _check_module(node.module or "", line, found)
             for alias in node.names:
                 roots, why = BANNED_ATTRIBUTES.get(alias.name, (frozenset(), ""))
                 if why and (roots is None or (node.module or "").split(".")[0] in roots | {"torch"}):

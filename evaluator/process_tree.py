@@ -38,7 +38,25 @@ def _parents() -> dict[int, tuple[int, str]]:
 
 
 def live_children(pid: int) -> list[int]:
-    return [p for p, (ppid, state) in _parents().items() if ppid == pid and state not in ("Z", "X")]
+    """Children of pid that are not zombies. Read from each of its threads' `children` list where the kernel keeps
+    one (a few small reads, after every call of a candidate), else from a scan of every process."""
+    try:
+        kids = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                kids += [int(k) for k in f.read().split()]
+    except (OSError, ValueError):
+        return [p for p, (ppid, state) in _parents().items() if ppid == pid and state not in ("Z", "X")]
+    return [k for k in kids if _state(k) not in ("Z", "X", None)]
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None  # gone
+    return stat[stat.rfind(")") + 2:].split(" ", 1)[0]
 
 
 def descendants(pid: int) -> list[int]:
@@ -76,10 +94,11 @@ PR_SET_DUMPABLE = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def set_undumpable() -> bool:
-    """Make this process's /proc entries (environ, mem, ...) unreadable to processes without CAP_SYS_PTRACE."""
+def set_undumpable(dumpable: bool = False) -> bool:
+    """Make this process's /proc entries (environ, mem, ...) unreadable to processes without CAP_SYS_PTRACE (or,
+    with `dumpable`, readable again: a fresh worker must write its own /proc/self/uid_map)."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 

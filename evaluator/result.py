@@ -77,6 +77,7 @@ class EvalResult:
     power_w: float | None = None
     profile: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     device: DeviceInfo = UNKNOWN_DEVICE
+    backend: str | None = None  # triton | cuda | cpp | torch: the kernels the checked calls launched (backend.py)
     log: str = ""
     suspicious: bool = False
     trials: tuple[Mapping[str, Any], ...] = ()
@@ -121,6 +122,7 @@ class EvalResult:
             "power_w": self.power_w,
             "profile": dict(self.profile),
             "device": asdict(self.device),
+            "backend": self.backend,
             "trials": [dict(t) for t in self.trials],
             "log": self.log,
         }
@@ -143,6 +145,7 @@ class EvalResult:
             power_w=data.get("power_w"),
             profile=MappingProxyType(dict(data.get("profile") or {})),
             device=DeviceInfo(**data["device"]) if data.get("device") else UNKNOWN_DEVICE,
+            backend=data.get("backend"),
             log=data.get("log", ""),
             suspicious=bool(data.get("suspicious", False)),
             trials=tuple(data.get("trials") or ()),

@@ -27,7 +27,7 @@ class TaskRuntimeError(Exception):
 
 
 class TaskRuntime:
-    def __init__(self, source: str, name: str, device: str):
+    def __init__(self, source: str, name: str, device: str, interpreter_shape: bool = False):
         self.name = name
         self.device = torch.device(device)
         self.module = types.ModuleType(f"_opforge_task_{name}")
@@ -41,6 +41,14 @@ class TaskRuntime:
         for attr in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(self.module, attr):
                 raise TaskRuntimeError(f"does not define {attr}")
+        # The benchmark shape of a Triton candidate on the CPU (Triton's interpreter), reference and candidate alike.
+        self.interpreter_shape: dict[str, Any] | None = None
+        override = getattr(self.module, "INTERPRETER_SHAPE", None) if interpreter_shape else None
+        if override is not None:
+            if not isinstance(override, dict) or not all(isinstance(k, str) for k in override):
+                raise TaskRuntimeError("INTERPRETER_SHAPE must be a dict of module-level names to values")
+            self.module.__dict__.update(override)
+            self.interpreter_shape = dict(override)
         shapes = getattr(self.module, "SHAPES", None) or []
         if not isinstance(shapes, (list, tuple)) or not all(isinstance(v, dict) for v in shapes):
             raise TaskRuntimeError("SHAPES must be a list of dicts of module-level names to values")
@@ -63,7 +71,7 @@ class TaskRuntime:
         'perturbed' is the task's draw with one value of one float input (every entry holding it) moved away from
         zero by at least 1, keeping its sign (a probe for caches keyed on a sample of the input's values)."""
         self._apply(variant)
-        torch.manual_seed(seed)
+        seed_generators(seed)
         if self.device.type == "meta":
             with torch.device("meta"), _drawing_on(self.device):
                 return list(self.module.get_inputs())
@@ -77,19 +85,19 @@ class TaskRuntime:
             raise TaskRuntimeError("get_inputs() must return tensors (and plain numbers), got "
                                    + ", ".join(type(x).__name__ for x in raw))
         out: list[Any] = []
-        gen = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+        gen = torch.Generator(device=self.device).manual_seed(seed ^ 0x5DEECE66D)  # drawn where the inputs live
         for x in raw:
             if isinstance(x, torch.Tensor):
                 if distribution in ("normal", "large") and x.dtype in FLOAT_DTYPES and x.numel():
-                    x = _redraw(x, gen, NORMAL_SCALE if distribution == "normal" else scale)
+                    x = _redraw(x.to(self.device), gen, NORMAL_SCALE if distribution == "normal" else scale)
                 x = x.to(self.device)
             out.append(x)
         floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.numel()]
         if distribution == "perturbed" and floats:
-            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen))]
+            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen, device=self.device))]
             x = out[which].clone()
-            spot = int(torch.randint(0, x.numel(), (1,), generator=gen))
-            delta = 1.0 + abs(float(torch.randn((), generator=gen)))
+            spot = int(torch.randint(0, x.numel(), (1,), generator=gen, device=self.device))
+            delta = 1.0 + abs(float(torch.randn((), generator=gen, device=self.device)))
             value = x.reshape(-1)[spot].clone()
             x[x == value] = value + (delta if bool(value >= 0) else -delta)
             out[which] = x
@@ -146,7 +154,7 @@ class TaskRuntime:
 
     def reference_model(self, variant: int, init_seed: int) -> torch.nn.Module:
         init = self.init_inputs(variant)
-        torch.manual_seed(init_seed)
+        seed_generators(init_seed)
         if self.device.type == "meta":
             with torch.device("meta"):
                 return self.module.Model(*init)
@@ -162,9 +170,18 @@ class TaskRuntime:
 
 def _redraw(x: torch.Tensor, gen: torch.Generator, scale: float) -> torch.Tensor:
     """Every distinct value of `x` replaced by a fresh draw from N(0, 1) * scale (equal entries stay equal)."""
-    values, inverse = torch.unique(x.detach().reshape(-1).cpu(), return_inverse=True)
-    fresh = torch.randn(values.numel(), generator=gen, dtype=torch.float32) * scale
-    return fresh[inverse].reshape(x.shape).to(x.dtype).to(x.device)
+    values, inverse = torch.unique(x.detach().reshape(-1), return_inverse=True)
+    fresh = torch.randn(values.numel(), generator=gen, dtype=torch.float32, device=gen.device) * scale
+    return fresh.to(x.device)[inverse].reshape(x.shape).to(x.dtype)
+
+
+def seed_generators(seed: int) -> None:
+    """What `torch.manual_seed` does for the generators a task can draw from, without its cost: before CUDA is
+    initialised, `torch.manual_seed` queues a lazy CUDA seeding and formats the caller's stack for it (about 1 ms a
+    call, once per timed call). Seeding CUDA's generators now where CUDA is up gives the same draws."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
 
 
 class _DeviceRedirect(TorchFunctionMode):
@@ -197,13 +214,15 @@ class _DeviceRedirect(TorchFunctionMode):
 
 @contextlib.contextmanager
 def _drawing_on(device: torch.device) -> Iterator[None]:
-    """While a task draws its inputs: explicit devices redirected; on meta, `torch.distributions` argument validation
-    (which reads values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
+    """While a task draws its inputs: the run's device is the default one, so that `torch.randn(...)` draws there
+    with that device's generator (seeded by `torch.manual_seed`; on a GPU, large inputs are not drawn by one CPU
+    thread and copied); explicit devices redirected; on meta, `torch.distributions` argument validation (which reads
+    values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
     validate = torch.distributions.Distribution._validate_args
     if device.type == "meta":
         torch.distributions.Distribution.set_default_validate_args(False)
     try:
-        with _DeviceRedirect(device):
+        with _DeviceRedirect(device), torch.device(device):
             yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(validate)

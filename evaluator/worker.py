@@ -14,7 +14,7 @@ import sys
 import traceback
 from pathlib import Path
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -76,12 +76,13 @@ class Worker:
     def _check_copy_ops(self) -> None:
         """Right after a call, before the harness copies its outputs or uses a builtin: the builtins are the ones
         captured at load (a hook on `isinstance` that finishes work when the harness calls it, then removes itself,
-        is still in place here), and the copy operators' kernels are unchanged."""
+        is still in place here), and the copy operators' kernels are unchanged. Both roles pay for the check (the
+        driver's clock compares their per-call costs); only the candidate is refused."""
+        builtin = self.guards.builtins_changed()
+        changed = self.guards.copy_ops_changed()
         if self.enforce:
-            changed = self.guards.builtins_changed()
-            if changed and not self.guards.refusals:
-                self.guards.refusals.append(f"the candidate replaced builtins.{changed}, which the harness uses")
-            changed = self.guards.copy_ops_changed()
+            if builtin and not self.guards.refusals:
+                self.guards.refusals.append(f"the candidate replaced builtins.{builtin}, which the harness uses")
             if changed and not self.guards.refusals:
                 self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
                                             "harness's copies of its outputs go through")
@@ -99,7 +100,8 @@ class Worker:
     def cmd_load(self, cmd: dict[str, Any]) -> None:
         device = torch.device(cmd["device"])
         try:
-            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device))
+            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device),
+                                  bool(cmd.get("interpreter_shape")))
         except Exception as exc:
             self.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
             return
@@ -108,6 +110,7 @@ class Worker:
         self.compiled = bool(cmd.get("compile"))
         self.require_kernels = bool(cmd.get("require_kernels"))
         self.timer = timing.CallTimer(device)
+        self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
         self.models.clear()
         self.guards.take_snapshot(dispatcher=self.enforce)
         if self.role == "reference":
@@ -115,7 +118,9 @@ class Worker:
             tol = getattr(self.rt.module, "TOLERANCE", None)
             self.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
-                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None})
+                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None,
+                          "interpreter_shape": None if self.rt.interpreter_shape is None else
+                          {k: repr(v) for k, v in self.rt.interpreter_shape.items()}})
             return
         # The reference weights of every shape variant, built now: the task's module classes are then dropped, so
         # candidate code cannot reach the task (and patch how its inputs are drawn).
@@ -135,6 +140,7 @@ class Worker:
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a failure too
             from evaluator.cuda_build import CompileFailed, NoCudaDevice
+            from evaluator.native_build import NativeBuildError
             if self.guards.refusals:
                 self.send({"status": "rejected", "reason": f"{self.guards.refusals[0]} (while being imported)",
                               "log": _tail()})
@@ -142,6 +148,9 @@ class Worker:
                 self.send({"status": "runtime_error", "reason": str(exc)})
             elif isinstance(exc, CompileFailed):
                 self.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
+                              "log": str(exc)})
+            elif isinstance(exc, NativeBuildError):
+                self.send({"status": "compile_error", "reason": str(exc).splitlines()[0][:300],
                               "log": str(exc)})
             else:
                 self.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
@@ -158,9 +167,10 @@ class Worker:
         self.model_cls = model_cls
         self.send({"status": "ready", "variants": len(self.rt.variants)})
 
-    def _request_build(self, spec: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        """One load_inline call's build, asked of the driver; the reply is its verdict (and the .so bytes)."""
-        self.send({"status": "build", "spec": spec})
+    def _request_build(self, spec: dict[str, Any], kind: str = "cuda") -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """One load_inline or load_c (`kind` native) call's build, asked of the driver; the reply is its verdict
+        (and the library's bytes)."""
+        self.send({"status": "build", "spec": spec, "kind": kind})
         return self.recv()
 
     def cmd_run(self, cmd: dict[str, Any]) -> None:
@@ -180,9 +190,10 @@ class Worker:
             inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"),
                                float(cmd.get("scale", NORMAL_SCALE)))
         if cmd.get("prime_seed") is not None:
-            inputs = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
-            if inputs is None:
+            primed = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
+            if primed is None:
                 return
+            inputs = primed
         before = [self._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         launches0 = dict(self.guards.launches)
         cuda = timer.cuda
@@ -234,19 +245,21 @@ class Worker:
         variant = int(cmd["variant"])
         model = self._model(variant)
         seed: int | None = int(cmd["seed"])
-        warm_inputs = rt.inputs(variant, seed)
+        warm_inputs = rt.inputs(variant, int(cmd["seed"]))
         deadline = timing.now_ms() + float(cmd.get("warmup_ms", 0.0))
         with torch.set_grad_enabled(self.grad):
             while timing.now_ms() < deadline:
                 timer.time_call(model, warm_inputs)
             del warm_inputs
             fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+            left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
                 seen: dict[str, Any] = {}
                 with self._watched(self.guards.stores_accounted, seen):
                     ms, out = timer.time_call(model, inputs)
+                left_running.append(timer.left_running_ms)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
@@ -268,7 +281,28 @@ class Worker:
         if self.enforce and problem:
             self.send({"status": "rejected", "reason": f"during timing: {problem}"})
             return
-        self.send({"status": "timed", "kernels": fewest or {}})
+        self.send({"status": "timed", "kernels": fewest or {},
+                   "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
+
+    def cmd_loop(self, cmd: dict[str, Any]) -> None:
+        """Back-to-back calls on one set of inputs for at least `seconds`, synchronised once at the end: the loop
+        the driver meters energy over (energy.py). Replies how many calls ran."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        model = self._model(int(cmd["variant"]))
+        inputs = rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
+        calls, seconds = 0, float(cmd["seconds"])
+        with torch.set_grad_enabled(self.grad):
+            model(*inputs)
+            timer.sync()
+            end_ms = timing.now_ms() + seconds * 1e3
+            while timing.now_ms() < end_ms:
+                model(*inputs)
+                calls += 1
+            timer.sync()
+        problem = self._refuse_reason() if self.enforce else None
+        self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
+                  {"status": "looped", "calls": calls})
 
     def cmd_check(self, cmd: dict[str, Any]) -> None:
         """The costlier checks on their own, the dispatch table included: the driver asks once timing is over."""
@@ -300,8 +334,8 @@ class Worker:
                         if isinstance(out, torch.Tensor):
                             self._clone(out)
             timer.sync()
-        problem = self._refuse_reason(deep=True) if self.enforce else None
-        self.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
+        # No check inside the round trip the driver times: it asks for them (`check`) after the batches.
+        self.send({"status": "batched"})
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
@@ -351,7 +385,7 @@ class Worker:
             seed = self.init_seeds[variant]
             if self.role == "reference":
                 reference = self.rt.reference_model(variant, seed)
-                self.models[variant] = torch.compile(reference) if self.compiled else reference
+                self.models[variant] = cast(torch.nn.Module, torch.compile(reference)) if self.compiled else reference
             else:
                 state = self.reference_states[variant]
                 init = self.rt.init_inputs(variant)

@@ -119,7 +119,7 @@ def main() -> None:
             recs = [r for r, _ in added]
             store.enqueue(run.id, [r.id for r in recs])
             done = recs[: len(recs) - 10] if start + args.batch >= args.n else recs  # leave a few in flight
-            store.add_results(run.id, [(r.id, fake_result(rng)) for r in done], gpu_s=0.5)
+            store.add_results(run.id, [(r.id, fake_result(rng)) for r in done], worker_s=0.5)
         fill_s = time.perf_counter() - t0
         in_flight = store.claim_pending(run.id, 10_000)  # the "crashed" driver's work
 

@@ -47,7 +47,7 @@ def run_record(row: RunRow) -> RunRecord:
         config=MappingProxyType(dict(row.config)),
         budget=MappingProxyType(dict(row.budget)),
         evaluated=row.evaluated,
-        gpu_s=row.gpu_s,
+        worker_s=row.worker_s,
         cost_usd=row.cost_usd,
         tokens_in=row.tokens_in or 0,
         tokens_out=row.tokens_out or 0,
@@ -105,7 +105,7 @@ def llm_call_record(row: LLMCallRow) -> LLMCallRecord:
 
 
 def result_columns(result: EvalResult) -> dict[str, Any]:
-    cand, ref = result.candidate_ms, result.reference_ms
+    cand, ref, compiled = result.candidate_ms, result.reference_ms, result.compiled_reference_ms
     return {
         "status": result.status.value,
         "reason": result.reason,
@@ -115,6 +115,9 @@ def result_columns(result: EvalResult) -> dict[str, Any]:
         "reference_median_ms": None if ref is None else ref.median_ms,
         "reference_iqr_ms": None if ref is None else ref.iqr_ms,
         "reference_reps": None if ref is None else ref.reps,
+        "compiled_reference_median_ms": None if compiled is None else compiled.median_ms,
+        "compiled_reference_iqr_ms": None if compiled is None else compiled.iqr_ms,
+        "compiled_reference_reps": None if compiled is None else compiled.reps,
         "speedup": result.speedup,
         "max_abs_error": result.max_abs_error,
         "max_rel_error": result.max_rel_error,
@@ -127,6 +130,7 @@ def result_columns(result: EvalResult) -> dict[str, Any]:
         "device_kind": result.device.kind,
         "device_name": result.device.name,
         "device": asdict(result.device),
+        "backend": result.backend,
         "profile": dict(result.profile),
         "trials": [dict(t) for t in result.trials],
         "log": result.log,
@@ -144,23 +148,21 @@ EVALUATION_COLUMNS = tuple(EvaluationRow.__table__.c[name] for name in (
     "id", "candidate_id", "task_id", "run_id", "created_at", "status", "reason",
     "candidate_median_ms", "candidate_iqr_ms", "candidate_reps", "reference_median_ms", "reference_iqr_ms",
     "reference_reps", "max_abs_error", "max_rel_error", "peak_memory_bytes", "reference_peak_memory_bytes",
-    "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials", "reference_energy_j"))
-
-
-def evaluation_record(row: EvaluationRow) -> EvaluationRecord:
-    return evaluation_from_values(tuple(getattr(row, c.key) for c in EVALUATION_COLUMNS))
+    "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials", "reference_energy_j",
+    "compiled_reference_median_ms", "compiled_reference_iqr_ms", "compiled_reference_reps", "backend"))
 
 
 def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
     """From the values of EVALUATION_COLUMNS, in order."""
     (eid, candidate_id, task_id, run_id, created_at, status, reason, c_med, c_iqr, c_reps, r_med, r_iqr, r_reps,
      max_abs, max_rel, peak, ref_peak, energy_j, power_w, profile, device, log, suspicious, trials,
-     ref_energy_j) = values
+     ref_energy_j, k_med, k_iqr, k_reps, backend) = values
     result = EvalResult(
         status=Status(status),
         reason=reason,
         candidate_ms=_timing(c_med, c_iqr, c_reps),
         reference_ms=_timing(r_med, r_iqr, r_reps),
+        compiled_reference_ms=_timing(k_med, k_iqr, k_reps),
         max_abs_error=max_abs,
         max_rel_error=max_rel,
         peak_memory_bytes=peak,
@@ -170,6 +172,7 @@ def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
         power_w=power_w,
         profile=MappingProxyType(profile),
         device=DeviceInfo(**device),
+        backend=backend,
         log=log,
         suspicious=bool(suspicious),
         trials=tuple(trials),

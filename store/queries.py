@@ -121,7 +121,7 @@ def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> R
         evaluated=run.evaluated,
         by_status=by_status,
         best_speedup=best,
-        gpu_s=run.gpu_s,
+        worker_s=run.worker_s,
         cost_usd=run.cost_usd,
         tokens_in=run.tokens_in or 0,
         tokens_out=run.tokens_out or 0,

@@ -63,14 +63,20 @@ def requeue_in_flight(session: Session, run_id: int) -> int:
     return session.execute(stmt).rowcount
 
 
-def mark_done(session: Session, run_id: int, candidate_ids: Iterable[int]) -> None:
-    ids = list(candidate_ids)
+def mark_done(session: Session, run_id: int, candidate_ids: Iterable[int]) -> int:
+    """Finish the run's items for these candidates (an item never queued is created done); returns how many items
+    became done now (an item already done counts once, when it first finished)."""
+    ids = sorted(set(candidate_ids))
+    enqueue(session, run_id, ids)
+    finished = 0
     for start in range(0, len(ids), 1000):
-        session.execute(
+        finished += session.execute(
             update(Q)
-            .where(Q.c.run_id == run_id, Q.c.candidate_id.in_(ids[start : start + 1000]))
+            .where(Q.c.run_id == run_id, Q.c.candidate_id.in_(ids[start : start + 1000]),
+                   Q.c.state != QueueState.DONE.value)
             .values(state=QueueState.DONE.value, updated_at=utcnow())
-        )
+        ).rowcount
+    return finished
 
 
 def counts(session: Session, run_id: int) -> dict[str, int]:

@@ -67,8 +67,8 @@ class RunRecord:
     status: RunStatus
     config: Mapping[str, Any]
     budget: Mapping[str, Any]
-    evaluated: int
-    gpu_s: float
+    evaluated: int    # the run's finished queue items: candidates it submitted and got a verdict for (new or stored)
+    worker_s: float   # seconds a worker slot was held, submit to verdict (builds included), summed over evaluations
     cost_usd: float
     tokens_in: int
     tokens_out: int
@@ -127,10 +127,10 @@ class ScoredCandidate:
 @dataclass(frozen=True, slots=True)
 class RunTotals:
     run_id: int
-    evaluated: int  # evaluations this run recorded
+    evaluated: int  # the run's finished queue items (RunRecord.evaluated)
     by_status: Mapping[str, int]  # Status value -> count, over the run's verdicts (one per candidate, as history)
     best_speedup: float | None
-    gpu_s: float
+    worker_s: float
     cost_usd: float
     tokens_in: int = 0
     tokens_out: int = 0

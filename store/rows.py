@@ -91,8 +91,8 @@ class RunRow(Base):
     config: Mapped[dict[str, Any]]
     budget: Mapped[dict[str, Any]]
     status: Mapped[str] = mapped_column(String(16), default="running")
-    evaluated: Mapped[int] = mapped_column(Integer, default=0)
-    gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    evaluated: Mapped[int] = mapped_column(Integer, default=0)  # finished queue items (store/writes.py)
+    worker_s: Mapped[float] = mapped_column(Float, default=0.0)  # worker slot held, submit to verdict, summed
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     tokens_in: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     tokens_out: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
@@ -141,6 +141,9 @@ class EvaluationRow(Base):
     reference_median_ms: Mapped[float | None] = mapped_column(Float)
     reference_iqr_ms: Mapped[float | None] = mapped_column(Float)
     reference_reps: Mapped[int | None] = mapped_column(Integer)
+    compiled_reference_median_ms: Mapped[float | None] = mapped_column(Float)  # torch.compile(Model), when asked for
+    compiled_reference_iqr_ms: Mapped[float | None] = mapped_column(Float)
+    compiled_reference_reps: Mapped[int | None] = mapped_column(Integer)
     speedup: Mapped[float | None] = mapped_column(Float)
     max_abs_error: Mapped[float | None] = mapped_column(Float)
     max_rel_error: Mapped[float | None] = mapped_column(Float)
@@ -153,6 +156,7 @@ class EvaluationRow(Base):
     device_kind: Mapped[str] = mapped_column(String(32))
     device_name: Mapped[str] = mapped_column(String(255))
     device: Mapped[dict[str, Any]]  # the whole DeviceInfo: driver and library versions
+    backend: Mapped[str | None] = mapped_column(String(32))  # triton | cuda | cpp | torch (None: not reported)
     profile: Mapped[dict[str, Any]]
     trials: Mapped[list[Any]]
     log: Mapped[str] = mapped_column(Text, default="")

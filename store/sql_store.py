@@ -14,7 +14,7 @@ from store import queries, queue, writes
 from store.codec import bench_record, candidate_record, llm_call_record, run_record, task_record
 from store.dialect import insert
 from store.engine import display, session_scope
-from store.errors import StoreError
+from store.errors import StoreError, UnknownId
 from store.records import (
     ArchiveEntry,
     BenchRecord,
@@ -65,7 +65,7 @@ class Store:
     def _get(self, s: Session, row_type: type, ident: int, what: str) -> Any:
         row = s.get(row_type, ident)
         if row is None:
-            raise StoreError(f"The database {self.url} has no {what} with id {ident}.")
+            raise UnknownId(self.url, what, ident)
         return row
 
     # --- tasks ---------------------------------------------------------------------------------------------------
@@ -101,7 +101,7 @@ class Store:
                 self._get(s, BenchRow, bench_id, "bench")
             now = utcnow()
             row = RunRow(task_id=task_id, bench_id=bench_id, config=dict(config), budget=dict(budget),
-                         status=RunStatus.RUNNING.value, evaluated=0, gpu_s=0.0, cost_usd=0.0, created_at=now,
+                         status=RunStatus.RUNNING.value, evaluated=0, worker_s=0.0, cost_usd=0.0, created_at=now,
                          updated_at=now)
             s.add(row)
             s.flush()
@@ -219,23 +219,25 @@ class Store:
             return queue.requeue_in_flight(s, run_id)
 
     # --- results -------------------------------------------------------------------------------------------------
-    def add_result(self, candidate_id: int, run_id: int | None, result: EvalResult, gpu_s: float = 0.0
+    def add_result(self, candidate_id: int, run_id: int | None, result: EvalResult, worker_s: float = 0.0
                    ) -> EvaluationRecord:
         """Record a verdict and close the candidate's queue item, in one transaction.
 
         Idempotent per candidate and device: a second verdict for the same pair returns the first unchanged.
-        `gpu_s` (device time the evaluation took) is added to the run's totals.
+        With a run: the candidate's queue item in that run is done (created done if it was never queued), so it
+        counts once in the run's `evaluated` however many times it is recorded; `worker_s` (seconds a worker slot was
+        held for this evaluation, submit to verdict) is added to the run's total whether or not the verdict is new.
         """
-        [record] = self.add_results(run_id, [(candidate_id, result)], gpu_s)
+        [record] = self.add_results(run_id, [(candidate_id, result)], worker_s)
         return record
 
-    def add_results(self, run_id: int | None, items: Sequence[tuple[int, EvalResult]], gpu_s: float = 0.0
+    def add_results(self, run_id: int | None, items: Sequence[tuple[int, EvalResult]], worker_s: float = 0.0
                     ) -> list[EvaluationRecord]:
         """Many `add_result`s in one transaction."""
         out: list[EvaluationRecord] = []
         with self._session(write=True) as s:
             for start in range(0, len(items), _CHUNK):
-                out += writes.insert_results(s, self.url, run_id, items[start : start + _CHUNK], gpu_s)
+                out += writes.insert_results(s, self.url, run_id, items[start : start + _CHUNK], worker_s)
         return out
 
     def add_wall_time(self, run_id: int, seconds: float) -> None:
@@ -313,7 +315,7 @@ class Store:
 
     # --- jobs: the work queue of `opforge worker` (SQL and state diagram in store/jobs.py) -----------------------
     def submit_job(self, run_id: int, config: Mapping[str, Any] | None = None, priority: int = 0) -> JobRecord:
-        """Queue a job that drives the run (created beforehand, e.g. by `opforge.search.start_run`)."""
+        """Queue a job that drives the run (created beforehand, e.g. by `opforge.run.search.start_run`)."""
         with self._session(write=True) as s:
             run = self._get(s, RunRow, run_id, "run")
             taken = s.execute(select(JobRow.id).where(JobRow.run_id == run_id)).scalar()
@@ -339,7 +341,8 @@ class Store:
         _check_lease(lease_s)
         with self._session(write=True) as s:
             job_id = job_queue.claim(s, worker, lease_s, max_attempts)
-            return None if job_id is None else job_record(job_queue.row(s, job_id))
+            row = None if job_id is None else job_queue.row(s, job_id)
+            return None if row is None else job_record(row)
 
     def heartbeat_job(self, job_id: int, worker: str, lease_s: float) -> JobRecord:
         """Renew `worker`'s lease for `lease_s` seconds from now, if it still holds the job; returns the job as it
@@ -374,7 +377,7 @@ class Store:
     def _job_row(self, s: Session, job_id: int) -> JobRecord:
         found = job_queue.row(s, job_id)
         if found is None:
-            raise StoreError(f"The database {self.url} has no job with id {job_id}.")
+            raise UnknownId(self.url, "job", job_id)
         return job_record(found)
 
 

@@ -22,7 +22,7 @@ from store.codec import (
     result_columns,
 )
 from store.dialect import insert
-from store.errors import StoreError
+from store.errors import UnknownId
 from store.records import CandidateRecord, EvaluationRecord
 from store.rows import CandidateRow, EvaluationRow, LLMCallRow, RunRow, utcnow
 
@@ -65,12 +65,12 @@ def link_llm_calls(session: Session, run_id: int, ids_by_digest: dict[str, int])
 
 
 def insert_results(
-    session: Session, url: str, run_id: int | None, chunk: Sequence[tuple[int, EvalResult]], gpu_s: float
+    session: Session, url: str, run_id: int | None, chunk: Sequence[tuple[int, EvalResult]], worker_s: float
 ) -> list[EvaluationRecord]:
     ids = {cid for cid, _ in chunk}
     task_of = {cid: tid for cid, tid in session.execute(select(C.c.id, C.c.task_id).where(C.c.id.in_(ids)))}
     if missing := sorted(ids - task_of.keys()):
-        raise StoreError(f"The database {url} has no candidate with id {missing[0]}.")
+        raise UnknownId(url, "candidate", missing[0])
     now = utcnow()
     values = [{"candidate_id": cid, "task_id": task_of[cid], "run_id": run_id, "created_at": now, **result_columns(res)}
               for cid, res in sorted(chunk, key=lambda item: (item[0], item[1].device.name))]
@@ -83,8 +83,9 @@ def insert_results(
         rows = session.execute(select(*EVALUATION_COLUMNS).where(E.c.candidate_id.in_({cid for cid, _ in existing})))
         found.update(((ev.candidate_id, ev.result.device.name), ev) for ev in map(evaluation_from_values, rows))
     if run_id is not None:
-        queue.mark_done(session, run_id, sorted(ids))
-        if added:
-            session.execute(update(RunRow).where(RunRow.id == run_id).values(
-                evaluated=RunRow.evaluated + len(added), gpu_s=RunRow.gpu_s + gpu_s * len(added), updated_at=now))
+        # One definition of "evaluated": the run's queue items that are done, counted as they finish, whether the
+        # verdict is new or the store already held one for that candidate and device (a re-measure).
+        finished = queue.mark_done(session, run_id, sorted(ids))
+        session.execute(update(RunRow).where(RunRow.id == run_id).values(
+            evaluated=RunRow.evaluated + finished, worker_s=RunRow.worker_s + worker_s * len(chunk), updated_at=now))
     return [found[(cid, res.device.name)] for cid, res in chunk]

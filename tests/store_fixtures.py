@@ -7,6 +7,7 @@ and side by side.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from types import MappingProxyType
@@ -98,23 +99,40 @@ def failed_result(status: Status = Status.INCORRECT, device: DeviceInfo = H100) 
     return EvalResult(status=status, reason=f"the candidate's verdict is {status.value}", device=device, log="tail")
 
 
+_UNLIKE_DEFAULTS: dict[str, object] = {
+    "status": Status.OK,
+    "reason": "correct on 3 trials; 1.7x faster than the reference",
+    "candidate_ms": Timing(median_ms=0.1234567890123456, iqr_ms=0.0012345678901234, reps=731),
+    "reference_ms": Timing(median_ms=0.2098765432109876, iqr_ms=0.0023456789012345, reps=402),
+    "compiled_reference_ms": Timing(median_ms=0.1876543210987654, iqr_ms=0.0034567890123456, reps=313),
+    "max_abs_error": 1.1920928955078125e-07,
+    "max_rel_error": 3.0517578125e-05,
+    "peak_memory_bytes": 17_179_869_184 + 12_345,
+    "reference_peak_memory_bytes": 34_359_738_368 + 678,
+    "energy_j": 0.000123456789,
+    "reference_energy_j": 0.000246913578,
+    "power_w": 412.3456789,
+    "profile": MappingProxyType({"dram__throughput.avg.pct_of_peak": 87.25, "sm__warps_active.avg": 0.5}),
+    "device": H100,
+    "backend": "triton",
+    "log": "line one\nline two: ünïcödé ✓\n",
+    "suspicious": True,
+    "trials": ({"seed": 1, "shape": [8, 8], "max_abs_error": 1e-7}, {"seed": 2, "shape": [16, 8], "ok": True}),
+}
+
+
 def full_result() -> EvalResult:
-    """Every EvalResult field set to a value unlike its default, with floats that do not round-trip by accident."""
-    return EvalResult(
-        status=Status.OK,
-        reason="correct on 3 trials; 1.7x faster than the reference",
-        candidate_ms=Timing(median_ms=0.1234567890123456, iqr_ms=0.0012345678901234, reps=731),
-        reference_ms=Timing(median_ms=0.2098765432109876, iqr_ms=0.0023456789012345, reps=402),
-        max_abs_error=1.1920928955078125e-07,
-        max_rel_error=3.0517578125e-05,
-        peak_memory_bytes=17_179_869_184 + 12_345,
-        reference_peak_memory_bytes=34_359_738_368 + 678,
-        energy_j=0.000123456789,
-        reference_energy_j=0.000246913578,
-        power_w=412.3456789,
-        profile=MappingProxyType({"dram__throughput.avg.pct_of_peak": 87.25, "sm__warps_active.avg": 0.5}),
-        device=H100,
-        log="line one\nline two: ünïcödé ✓\n",
-        suspicious=True,
-        trials=({"seed": 1, "shape": [8, 8], "max_abs_error": 1e-7}, {"seed": 2, "shape": [16, 8], "ok": True}),
-    )
+    """Every EvalResult field set to a value unlike its default, with floats that do not round-trip by accident.
+
+    Built from `dataclasses.fields(EvalResult)`: a field added to the verdict without a value here fails every test
+    that uses this fixture, so the store's round-trip test covers each field the day it is added."""
+    values = {}
+    for f in dataclasses.fields(EvalResult):
+        if f.name not in _UNLIKE_DEFAULTS:
+            raise AssertionError(f"tests/store_fixtures.py: EvalResult.{f.name} has no value in _UNLIKE_DEFAULTS; "
+                                 "add one unlike its default so the store round-trip test covers it")
+        value = _UNLIKE_DEFAULTS[f.name]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        assert value != default, f"_UNLIKE_DEFAULTS[{f.name!r}] equals EvalResult's default"
+        values[f.name] = value
+    return EvalResult(**values)  # type: ignore[arg-type]

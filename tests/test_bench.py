@@ -13,8 +13,8 @@ import pytest
 from store_fixtures import H100, failed_result, make_task, ok_result
 
 from evaluator import Candidate
-from opforge.bench import agent_label, bench_tasks
-from opforge.leaderboard import leaderboard
+from opforge.run.bench import agent_label, bench_tasks
+from opforge.reports.leaderboard import leaderboard
 from store import RunStatus, get_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def _bench(store, agent: str, scores: dict[str, object], cost_usd: float = 0.0) 
         run = store.create_run(task.id, {"coder": "tune"}, {"max_candidates": 4}, bench_id=bench.id)
         for j, result in enumerate(results if isinstance(results, list) else [results]):
             cand, _ = store.add_candidate(run.id, task.id, Candidate.from_source(f"x = {bench.id}_{i}_{j}"))
-            store.add_result(cand.id, run.id, result, gpu_s=30.0)
+            store.add_result(cand.id, run.id, result, worker_s=30.0)
         if cost_usd:
             store.record_llm_call(run.id, "coder:refine", "m", "p", "r", tokens_in=1000, tokens_out=500,
                                   cost_usd=cost_usd)
@@ -59,7 +59,7 @@ def test_leaderboard_scores_fast_p_geomean_with_roofline_floor_and_cost(tmp_path
     assert row.mean_energy_ratio == pytest.approx(0.5) and row.mean_memory_ratio == pytest.approx(3.0)
     per = row.per_correct()
     assert per["usd"] == pytest.approx(4 * 0.25 / 3) and per["tokens"] == pytest.approx(4 * 1500 / 3)
-    assert per["gpu_minutes"] == pytest.approx(5 * 30.0 / 60 / 3)
+    assert per["worker_minutes"] == pytest.approx(5 * 30.0 / 60 / 3)
 
     # A newer bench of the same agent on the same device replaces it; another agent gets its own row.
     _bench(store, "llm:m", {"fast": ok_result(3.0)})

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fake_llm_server import FakeLLMServer, Rule, reply
 
-from opforge import archive
-from opforge.dataset import SCHEMA_VERSION, read_records
+from opforge.run import archive
+from opforge.export.dataset import SCHEMA_VERSION, read_records
 from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent

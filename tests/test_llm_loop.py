@@ -117,7 +117,7 @@ def test_llm_run_from_scratch_finds_the_scripted_kernels_and_accounts_every_call
     cost = report["cost"]
     assert cost["usd"] == pytest.approx(run.cost_usd) and cost["accepted"] >= 1
     assert cost["per_accepted"]["usd"] == pytest.approx(run.cost_usd / cost["accepted"])
-    assert cost["per_accepted"]["gpu_s"] > 0 and cost["wall_s"] > 0
+    assert cost["per_accepted"]["worker_s"] > 0 and cost["wall_s"] > 0
     assert {u["role"] for u in cost["llm_calls"]} == roles
 
 

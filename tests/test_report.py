@@ -14,9 +14,9 @@ from store_fixtures import CPU, H100, failed_result, make_task, ok_result
 
 from evaluator.candidate import Candidate
 from evaluator.result import Status
-from opforge import svg_plots
+from opforge.reports import svg_plots
 from opforge.cli import main
-from opforge.leaderboard import leaderboard
+from opforge.reports.leaderboard import leaderboard
 from store import Store, get_store
 
 EVIL = "<script>alert('x')</script>"

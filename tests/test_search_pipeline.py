@@ -15,8 +15,10 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, TaskError, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
-from opforge.progress import ProgressPrinter
-from opforge.search import Budget, Progress, Search, start_run
+from opforge.run.progress import ProgressPrinter
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"
@@ -57,9 +59,9 @@ def setup(tmp_path):
 
 
 def _search(store, task, seed, budget: Budget, proposer=None, runner=None, **kw) -> tuple[Search, int]:
-    run = start_run(store, task, seed, {"coder": "test"}, budget)
-    search = Search(store, run.id, task, proposer or TuneProposer(seed=1), runner or DummyRunner(), EvalConfig(),
-                    budget, oversample=4, **kw)
+    run = start_run(store, task, seed, RunConfig(), budget)
+    search = Search(store, run.id, task, Proposing(proposer or TuneProposer(seed=1), oversample=4),
+                    runner or DummyRunner(), SearchSettings(EvalConfig(), budget), **kw)
     return search, run.id
 
 
@@ -103,7 +105,7 @@ def test_slow_proposer_never_delays_recording_results(setup):
 
 def test_evaluation_time_budget_stops_cleanly(setup):
     store, task, seed = setup
-    search, run_id = _search(store, task, seed, Budget(50, gpu_s=0.5), runner=DummyRunner(delay_s=0.2))
+    search, run_id = _search(store, task, seed, Budget(50, worker_s=0.5), runner=DummyRunner(delay_s=0.2))
     outcome = search.run()
     assert outcome.status == RunStatus.DONE and "evaluation-time budget" in outcome.stop_reason
     assert 1 <= outcome.done < 50

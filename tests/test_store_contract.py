@@ -85,16 +85,35 @@ def test_result_round_trips_every_field(store: Store) -> None:
 
 def test_add_result_is_idempotent_per_candidate_and_device(store: Store) -> None:
     task_id, run_id, [cid] = _setup(store, 1)
-    first = store.add_result(cid, run_id, ok_result(2.0), gpu_s=1.5)
-    repeat = store.add_result(cid, run_id, ok_result(9.0), gpu_s=1.5)
-    on_cpu = store.add_result(cid, run_id, ok_result(0.5, device=CPU), gpu_s=1.5)
+    first = store.add_result(cid, run_id, ok_result(2.0), worker_s=1.5)
+    repeat = store.add_result(cid, run_id, ok_result(9.0), worker_s=1.5)
+    on_cpu = store.add_result(cid, run_id, ok_result(0.5, device=CPU), worker_s=1.5)
 
     assert repeat == first and repeat.speedup == pytest.approx(2.0)
     assert on_cpu.id != first.id and on_cpu.result.device == CPU
     run = store.get_run(run_id)
-    assert run.evaluated == 2 and run.gpu_s == pytest.approx(3.0)
+    # One candidate, finished once in this run however many verdicts; every call's worker time is counted.
+    assert run.evaluated == 1 and run.worker_s == pytest.approx(4.5)
     [scored] = store.history(run_id, device=CPU.name)
     assert scored.evaluation == on_cpu
+
+
+def test_evaluated_counts_a_re_measure_of_a_stored_kernel(store: Store) -> None:
+    """The run's record, its totals and its queue agree: a run that re-measures a kernel another run already
+    measured on the same device evaluated it (the store keeps the first verdict). Before store revision 0006 the
+    run's record counted new verdict rows only, and said 0 here while its queue said 1."""
+    task_id, first_run, [cid] = _setup(store, 1)
+    store.add_result(cid, first_run, ok_result(2.0), worker_s=1.0)
+    second_run = store.create_run(task_id, {}, {"max_candidates": 1}).id
+    store.enqueue(second_run, [cid])
+    [claimed] = store.claim_pending(second_run, 1)
+    again = store.add_result(claimed.id, second_run, ok_result(5.0), worker_s=2.0)
+
+    assert again.run_id == first_run and again.speedup == pytest.approx(2.0)  # the first verdict is kept
+    run, totals = store.get_run(second_run), store.run_totals(second_run)
+    assert run.evaluated == totals.evaluated == totals.queue[QueueState.DONE.value] == 1
+    assert run.worker_s == pytest.approx(2.0)
+    assert store.get_run(first_run).evaluated == 1
 
 
 def test_top_k_orders_correct_results_by_speedup(store: Store) -> None:
@@ -171,13 +190,13 @@ def test_run_totals_count_statuses_and_best_speedup(store: Store) -> None:
     _, run_id, ids = _setup(store, 5)
     results = [ok_result(1.5), ok_result(2.5), failed_result(), failed_result(), failed_result(Status.TIMEOUT)]
     for cid, res in zip(ids, results):
-        store.add_result(cid, run_id, res, gpu_s=0.25)
+        store.add_result(cid, run_id, res, worker_s=0.25)
     store.record_llm_call(run_id, "coder", "gpt-x", "prompt", "reply", tokens_in=100, tokens_out=20, cost_usd=0.01)
     totals = store.run_totals(run_id)
     assert totals.evaluated == 5
     assert dict(totals.by_status) == {"ok": 2, "incorrect": 2, "timeout": 1}
     assert totals.best_speedup == pytest.approx(2.5)
-    assert totals.gpu_s == pytest.approx(1.25) and totals.cost_usd == pytest.approx(0.01)
+    assert totals.worker_s == pytest.approx(1.25) and totals.cost_usd == pytest.approx(0.01)
 
 
 def test_runs_are_listed_and_change_status(store: Store) -> None:

@@ -25,7 +25,7 @@ from opforge.export.evidence import manifest
 from opforge.export.operators import OperatorPlan, plan_operators
 from opforge.export.selection import ExportError, select
 from opforge.export.writer import OutputError, check, prepare, render, write
-from opforge.leaderboard import leaderboard
+from opforge.reports.leaderboard import leaderboard
 from store import Store
 
 __all__ = ["ExportError", "ExportResult", "export_package", "suite_runs", "check_name"]

@@ -154,7 +154,7 @@ def _step(store: Store, c: CandidateRecord, ev: EvaluationRecord | None) -> dict
 
 def _run_cost(run: RunRecord) -> dict[str, Any]:
     return {"run_id": run.id, "usd": run.cost_usd, "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
-            "evaluation_s": run.gpu_s, "wall_s": run.wall_s, "evaluated": run.evaluated,
+            "evaluation_s": run.worker_s, "wall_s": run.wall_s, "evaluated": run.evaluated,
             "coder": run.config.get("coder"),
             "models": {k: v for k, v in dict(run.config.get("llm") or {}).items() if k in ("model", "judge_model")}}
 

@@ -1,4 +1,4 @@
-"""Rendering a package from the templates in opforge/templates/export/ and writing it without clobbering anything.
+"""Rendering a package from the templates in opforge/export/templates/ and writing it without clobbering anything.
 
 The output folder must be new, empty, or an earlier export (it holds `.opforge-export.json`, the list of files that
 export wrote): then exactly those files, the build leftovers of pip and setuptools (build/, *.egg-info) and bytecode
@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "export"
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 MARKER = ".opforge-export.json"
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from opforge.cli.program import main
+
+sys.exit(main())

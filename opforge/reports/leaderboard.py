@@ -1,0 +1,143 @@
+"""The leaderboard: how good each agent configuration is at writing kernels for a suite, on each device.
+
+One row per (agent configuration, device) from the newest bench of that pair on the suite. For every task the bench
+attempted, its run's fastest correct kernel counts:
+
+- correctness rate: tasks with a correct kernel / tasks attempted;
+- fast_p (KernelBench's definition): the fraction of all attempted tasks whose kernel is correct and more than p times
+  faster than the PyTorch reference, for p = 0, 1, 1.5, 2;
+- geometric-mean speedup over all attempted tasks, a task without a correct kernel counting 1.0 (the reference is
+  kept), and each kernel's time floored at the task's roofline minimum on that device (least bytes at the memory
+  bandwidth, least FLOPs at peak throughput), so one impossible time cannot inflate the mean;
+- mean energy and peak memory of the kernels relative to the reference's (where both were measured: on GPUs);
+- dollars, tokens and worker-minutes per correct kernel (all the bench's LLM calls and worker time, divided).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agents.device_facts import facts_for
+from evaluator.result import EvalResult, Status
+from evaluator.task_work import TaskWork
+from store import BenchRecord, Store
+
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskScore:
+    task: str
+    run_id: int
+    correct: bool
+    speedup: float | None          # floored at the roofline; None when not correct
+    raw_speedup: float | None      # as measured
+    floored: bool                  # the roofline floor changed this task's time
+    energy_ratio: float | None
+    memory_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardRow:
+    agent: str
+    device: str
+    suite: str
+    bench_id: int
+    attempted: int
+    correct: int
+    fast_p: dict[str, float]
+    geomean_speedup: float | None
+    mean_energy_ratio: float | None
+    mean_memory_ratio: float | None
+    usd: float
+    tokens: int
+    worker_s: float
+    archive: bool = False           # the bench could draw on earlier runs' kernels
+    tasks: tuple[TaskScore, ...] = field(default=(), repr=False)
+
+    @property
+    def correctness_rate(self) -> float:
+        return self.correct / self.attempted if self.attempted else 0.0
+
+    def per_correct(self) -> dict[str, float | None]:
+        n = self.correct
+        return {"usd": self.usd / n if n else None, "tokens": self.tokens / n if n else None,
+                "worker_minutes": self.worker_s / 60 / n if n else None}
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "tasks"}
+        out["correctness_rate"] = self.correctness_rate
+        out["per_correct"] = self.per_correct()
+        out["tasks"] = [asdict(t) for t in self.tasks]
+        return out
+
+
+def _device_of(results: Sequence[EvalResult]) -> str:
+    names = [r.device.name for r in results if r.device.name and r.device.name != "unknown"]
+    return max(set(names), key=names.count) if names else "unknown"
+
+
+def _floor_ms(work: TaskWork | None, device: str) -> float | None:
+    if work is None:
+        return None
+    facts = facts_for(device, None)
+    return work.roofline_ms(facts.memory_bandwidth_gbps, facts.peak_tflops)
+
+
+def _score(task: str, run_id: int, best: EvalResult | None, floor_ms: float | None) -> TaskScore:
+    if best is None or best.speedup is None or best.candidate_ms is None or best.reference_ms is None:
+        return TaskScore(task, run_id, False, None, None, False, None, None)
+    t = best.candidate_ms.median_ms
+    floored = floor_ms is not None and t < floor_ms
+    speedup = best.reference_ms.median_ms / (floor_ms if floored else t)
+    energy = (best.energy_j / best.reference_energy_j
+              if best.energy_j is not None and best.reference_energy_j else None)
+    memory = (best.peak_memory_bytes / best.reference_peak_memory_bytes
+              if best.peak_memory_bytes is not None and best.reference_peak_memory_bytes else None)
+    return TaskScore(task, run_id, True, speedup, best.speedup, floored, energy, memory)
+
+
+def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
+    """Score one bench: each task's best correct kernel, then the suite-level figures."""
+    scored: list[tuple[str, int, EvalResult | None, TaskWork | None]] = []
+    results: list[EvalResult] = []
+    usd = worker_s = 0.0
+    tokens = 0
+    for run in store.bench_runs(bench.id):
+        task = store.get_task(run.task_id)
+        history = [sc.result for sc in store.history(run.id) if sc.result is not None]
+        results += history
+        correct = [r for r in history if r.status == Status.OK and r.speedup is not None]
+        best = max(correct, key=lambda r: r.speedup or 0.0, default=None)
+        work = TaskWork(task.flops, task.min_bytes) if task.flops is not None and task.min_bytes is not None else None
+        scored.append((task.name, run.id, best, work))
+        usd += run.cost_usd
+        tokens += run.tokens_in + run.tokens_out
+        worker_s += run.worker_s
+    device = _device_of(results)
+    tasks = tuple(_score(name, run_id, best, _floor_ms(work, device)) for name, run_id, best, work in scored)
+    n = len(tasks)
+    ok = [t for t in tasks if t.correct]
+    fast = {f"{p:g}": (sum(1 for t in ok if (t.speedup or 0.0) > p) / n if n else 0.0) for p in FAST_P}
+    geomean = math.exp(sum(math.log(t.speedup) if t.correct and t.speedup else 0.0 for t in tasks) / n) if n else None
+    energies = [t.energy_ratio for t in ok if t.energy_ratio is not None]
+    memories = [t.memory_ratio for t in ok if t.memory_ratio is not None]
+    return LeaderboardRow(agent=bench.agent, device=device, suite=bench.suite, bench_id=bench.id, attempted=n,
+                          correct=len(ok), fast_p=fast, geomean_speedup=geomean,
+                          mean_energy_ratio=sum(energies) / len(energies) if energies else None,
+                          mean_memory_ratio=sum(memories) / len(memories) if memories else None,
+                          usd=usd, tokens=tokens, worker_s=worker_s, archive=bool(bench.config.get("use_archive")),
+                          tasks=tasks)
+
+
+def leaderboard(store: Store, suite: str | None = None) -> list[LeaderboardRow]:
+    """The newest bench of each (suite, agent, device), best geometric-mean speedup first."""
+    newest: dict[tuple[str, str, str], LeaderboardRow] = {}
+    for bench in store.list_benches(suite):
+        row = bench_row(store, bench)
+        if row.attempted:
+            newest[(row.suite, row.agent, row.device)] = row  # benches come oldest first
+    return sorted(newest.values(), key=lambda r: (r.suite, -(r.geomean_speedup or 0.0), -r.correct))

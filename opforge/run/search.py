@@ -1,0 +1,336 @@
+"""The run loop: propose, record, evaluate, record, select — until a budget is spent.
+
+The driver (this loop, one thread) owns every store write. Proposals run on their own thread (`ProposalThread`) and
+evaluations on the runner's workers; the loop waits on whichever finishes first, so a slow proposer never delays
+recording a result and the workers are kept fed from the store's queue while proposals are pending.
+
+Crash safety (kill -9 at any moment): a candidate and its queue row are written before it is submitted; a result and
+the queue item's completion are one transaction afterwards. Resuming puts the run's in-flight items back in the queue
+and rebuilds the population from the run's history; there is no other checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.proposal import Scored
+from evaluator.candidate import Candidate
+from evaluator.config import EvalConfig
+from evaluator.pool import Runner
+from evaluator.result import EvalResult
+from evaluator.task import Task
+from evaluator.task_work import task_work
+from opforge.run import archive
+from opforge.run.config import RunConfig
+from opforge.run.population import Member, member_from_result, member_from_scored
+from opforge.run.proposals import Proposal, ProposalThread, Proposing
+from opforge.run.strategy import EvolutionStrategy, StrategyConfig
+from store import CandidateRecord, RunRecord, RunStatus, Store, TaskRecord
+
+TICK_S = 0.5                    # progress refresh while waiting
+MAX_EMPTY_ROUNDS = 5            # proposal rounds with nothing new before waiting for fresh results
+MAX_PROPOSER_FAILURES = 3       # consecutive failed proposal rounds before the run stops
+PROPOSAL_GRACE_S = 60.0         # at a clean stop, how long unfinished proposals (paid LLM calls) may finish
+
+
+class SearchError(Exception):
+    """A run that cannot go on; the message is one readable sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_candidates: int
+    time_limit_s: float | None = None   # wall time of one invocation (a resumed run gets it again)
+    worker_s: float | None = None       # seconds workers were busy: submit to verdict per candidate, summed
+    usd: float | None = None            # LLM dollars over the whole run (resumes included)
+    tokens: int | None = None           # LLM tokens, in and out, over the whole run
+
+    def __post_init__(self) -> None:
+        if self.max_candidates < 1:
+            raise ValueError(f"the budget must allow at least one candidate, not {self.max_candidates}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_candidates": self.max_candidates, "time_limit_s": self.time_limit_s, "worker_s": self.worker_s,
+                "usd": self.usd, "tokens": self.tokens}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> "Budget":
+        return Budget(int(data["max_candidates"]), data.get("time_limit_s"), data.get("worker_s", data.get("gpu_s")),
+                      data.get("usd"), data.get("tokens"))  # "gpu_s": the key before store revision 0006
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    run_id: int
+    event: str                          # start | result | tick | stop
+    done: int
+    budget: int
+    in_flight: int
+    queued: int
+    best_speedup: float | None
+    by_status: Mapping[str, int]
+    worker_s: float
+    elapsed_s: float
+    last: Member | None = None          # the member just measured (event "result")
+    usd: float | None = None            # LLM spend so far (None: no LLM in this run)
+    tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    run_id: int
+    status: RunStatus
+    done: int
+    stop_reason: str
+    best: Member | None
+    by_status: Mapping[str, int] = field(default_factory=dict)
+
+
+def start_run(store: Store, task: Task, seed: Candidate | None, config: RunConfig, budget: Budget,
+              bench_id: int | None = None, use_archive: bool = False, device: str | None = None) -> RunRecord:
+    """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
+    first round writes kernels from the reference. With `use_archive`, the task's fastest earlier kernels join
+    generation 0 and related tasks' kernels are noted as inspirations (see `opforge.run.archive`).
+
+    Generation 0 never outgrows the budget: the seed comes first, then as many archived kernels (fastest first) as
+    the budget leaves room for; the run's configuration names only those it took."""
+    task_record = store.add_task(task)
+    offer = None
+    if use_archive:
+        task_record = ensure_task_work(store, task_record, task)
+        offer = archive.find(store, task_record, device)
+    seeds = _fit_budget(([seed] if seed is not None else []) + (archive.seed_candidates(offer) if offer else []),
+                        budget.max_candidates)
+    if offer is not None:
+        offer = archive.only_seeds(offer, {c.digest for c in seeds})
+    if offer is not None:
+        config = config.with_archive(offer.to_json())
+    run = store.create_run(task_record.id, config.to_json(), budget.to_json(), bench_id=bench_id)
+    ids: list[int] = []
+    for i, candidate in enumerate(seeds):
+        record, _ = store.add_candidate(run.id, task_record.id, candidate, generation=0, island=i)
+        if record.id not in ids:
+            ids.append(record.id)
+    if ids:
+        store.enqueue(run.id, ids)
+    return run
+
+
+def _fit_budget(seeds: Sequence[Candidate], max_candidates: int) -> list[Candidate]:
+    """The first `max_candidates` distinct kernels (by source digest) of `seeds`, in order."""
+    out: dict[str, Candidate] = {}
+    for candidate in seeds:
+        if len(out) >= max_candidates:
+            break
+        out.setdefault(candidate.digest, candidate)
+    return list(out.values())
+
+
+def ensure_task_work(store: Store, record: TaskRecord, task: Task) -> TaskRecord:
+    """The task's record with its work and compute ops counted (once per task and store)."""
+    if record.ops is not None and record.flops is not None:
+        return record
+    work = task_work(task)
+    if work is None:
+        return record
+    return store.set_task_work(record.id, work.flops, work.min_bytes, work.ops)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """How one invocation of a run's search evaluates, stops and chooses parents (see opforge.run.launch, which
+    builds them from the run's stored configuration)."""
+
+    eval_cfg: EvalConfig
+    budget: Budget
+    strategy: StrategyConfig = StrategyConfig()
+    archive_inspirations: tuple[Scored, ...] = ()   # earlier runs' kernels shown to the proposer
+
+
+class Search:
+    def __init__(self, store: Store, run_id: int, task: Task, proposing: Proposing, runner: Runner,
+                 settings: SearchSettings, on_progress: Callable[[Progress], None] | None = None,
+                 should_stop: Callable[[], str | None] | None = None) -> None:
+        """`should_stop`: asked at every turn of the loop (keep it cheap), a reason to stop cleanly (no new work, the
+        evaluations in flight recorded) and mark the run interrupted, e.g. its job was cancelled."""
+        self.store, self.run_id, self.task, self.runner = store, run_id, task, runner
+        self.proposer, self.oversample = proposing.proposer, proposing.oversample
+        self.spend, self.extra_per_request = proposing.spend, proposing.extra_per_request
+        self.eval_cfg, self.budget, self.strategy_config = settings.eval_cfg, settings.budget, settings.strategy
+        self.archive_inspirations = settings.archive_inspirations
+        self.on_progress = on_progress
+        self.should_stop = should_stop
+        self.by_status: Counter[str] = Counter()
+        self.done = self.queued = 0
+        self.worker_s = 0.0
+        self.inflight: dict[Future[EvalResult], tuple[CandidateRecord, int, float]] = {}
+        self._started = self._wall_mark = time.monotonic()
+
+    # -- set-up from the store ------------------------------------------------------------------------------------
+    def _rebuild(self) -> EvolutionStrategy:
+        run = self.store.get_run(self.run_id)
+        self.store.requeue_in_flight(self.run_id)
+        history = self.store.history(self.run_id)
+        if not history and not getattr(self.proposer, "generates", False):
+            raise SearchError(f"Run {self.run_id} has no candidates recorded (it was stopped while starting); "
+                              "start a new run.")
+        unmeasured = [sc.candidate.id for sc in history if sc.evaluation is None]
+        if unmeasured:  # a kill between recording a candidate and queueing it must not lose it
+            self.store.enqueue(self.run_id, unmeasured)
+        members = [member_from_scored(sc) for sc in history]
+        self.by_status.update(str(m.status) for m in members if not m.pending)
+        totals = self.store.run_totals(self.run_id)
+        self.done, self.queued = totals.evaluated, totals.queue.get("queued", 0)
+        self.worker_s = run.worker_s
+        self.task_id = run.task_id
+        return EvolutionStrategy.from_members(members, self.strategy_config)
+
+    # -- the loop -------------------------------------------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        self._started = self._wall_mark = time.monotonic()
+        strategy = self._rebuild()
+        self.store.set_run_status(self.run_id, RunStatus.RUNNING)
+        proposals = ProposalThread(self.proposer, self.task, self.oversample, self.archive_inspirations)
+        pending: Future[list[Proposal]] | None = None
+        stop: str | None = None
+        status = RunStatus.DONE
+        empty_rounds = failures = 0
+        self._report("start", strategy)
+        try:
+            while True:
+                stop = stop or self._budget_spent()
+                if stop is None and self.should_stop is not None and (asked := self.should_stop()):
+                    stop, status = asked, RunStatus.INTERRUPTED
+                if stop is None:
+                    self._submit_queued()
+                    room = self.budget.max_candidates - self.done - len(self.inflight) - self.queued
+                    want = min(room, 2 * self.runner.capacity - len(self.inflight) - self.queued)
+                    if pending is None and want > 0 and empty_rounds < MAX_EMPTY_ROUNDS:
+                        requests = strategy.ask(want)
+                        if requests:
+                            pending = proposals.submit(requests)
+                    if pending is None and not self.inflight and not self.queued:
+                        stop = ("the proposer has nothing new to offer" if room > 0
+                                else f"reached the budget of {self.budget.max_candidates} candidates")
+                if stop is not None and not self.inflight:
+                    break
+                waiting = set(self.inflight) | ({pending} if pending is not None and stop is None else set())
+                wait(waiting, timeout=TICK_S, return_when=FIRST_COMPLETED)
+                for future in [f for f in self.inflight if f.done()]:
+                    self._record_result(future, strategy)
+                    empty_rounds = 0
+                if pending is not None and pending.done() and stop is None:
+                    batch, pending = pending.result(), None
+                    added = self._record_proposals(batch, strategy)
+                    empty_rounds = 0 if added else empty_rounds + 1
+                    failed = [p.error for p in batch if p.error]
+                    failures = failures + 1 if failed and len(failed) == len(batch) else 0
+                    if failures >= MAX_PROPOSER_FAILURES:
+                        stop, status = f"the proposer failed {failures} times in a row: {failed[0]}", RunStatus.FAILED
+                self._report("tick", strategy)
+            if pending is not None and not pending.done():
+                # Calls already sent are paid for: let them finish so the store records them (not their children).
+                wait({pending}, timeout=PROPOSAL_GRACE_S)
+        except KeyboardInterrupt:
+            self.store.set_run_status(self.run_id, RunStatus.INTERRUPTED)
+            raise
+        except BaseException:
+            self.store.set_run_status(self.run_id, RunStatus.FAILED)
+            raise
+        finally:
+            proposals.close()
+            try:
+                self._note_wall_time()
+            except Exception:  # noqa: BLE001 - bookkeeping must not mask why the loop ended
+                pass
+        self.store.set_run_status(self.run_id, status)
+        self._report("stop", strategy)
+        return RunOutcome(self.run_id, status, self.done, stop or "", strategy.population.best(),
+                          dict(self.by_status))
+
+    def _budget_spent(self) -> str | None:
+        b = self.budget
+        if self.done >= b.max_candidates:
+            return f"reached the budget of {b.max_candidates} candidates"
+        if b.time_limit_s is not None and time.monotonic() - self._started >= b.time_limit_s:
+            return f"reached the time limit of {b.time_limit_s:g} s"
+        if b.worker_s is not None and self.worker_s >= b.worker_s:
+            return f"reached the evaluation-time budget of {b.worker_s:g} s"
+        if self.spend is not None:
+            if b.usd is not None and self.spend.usd >= b.usd:
+                return f"spent the LLM budget of ${b.usd:g}"
+            if b.tokens is not None and self.spend.tokens >= b.tokens:
+                return f"spent the LLM budget of {b.tokens} tokens"
+        return None
+
+    def _submit_queued(self) -> None:
+        # Never past the budget, whatever the queue holds (generation 0 of an older run, a resumed run's queue).
+        room = self.budget.max_candidates - self.done - len(self.inflight)
+        free = min(self.runner.capacity - len(self.inflight), room)
+        if free <= 0 or self.queued <= 0:
+            return
+        claimed = self.store.claim_pending(self.run_id, free)
+        self.queued = max(0, self.queued - len(claimed)) if len(claimed) == free else 0
+        for record in claimed:
+            future = self.runner.submit(self.task, record.candidate, self.eval_cfg)
+            self.inflight[future] = (record, record.island, time.monotonic())
+
+    def _record_result(self, future: Future[EvalResult], strategy: EvolutionStrategy) -> None:
+        record, island, started = self.inflight.pop(future)
+        result = future.result()  # a TaskError (the task is unusable) stops the run
+        elapsed_s = time.monotonic() - started
+        evaluation = self.store.add_result(record.id, self.run_id, result, worker_s=elapsed_s)
+        self.done += 1
+        self.worker_s += elapsed_s
+        self._note_wall_time()
+        known = strategy.population.members.get(record.digest)
+        member = member_from_result(record.candidate, record.id, known.generation if known else record.generation,
+                                    known.island if known else island, evaluation.result)
+        strategy.tell(member)
+        self.by_status[str(member.status)] += 1
+        self._report("result", strategy, member)
+
+    def _note_wall_time(self) -> None:
+        now = time.monotonic()
+        self.store.add_wall_time(self.run_id, now - self._wall_mark)
+        self._wall_mark = now
+
+    def _record_proposals(self, batch: list[Proposal], strategy: EvolutionStrategy) -> int:
+        room = self.budget.max_candidates - self.done - len(self.inflight) - self.queued
+        chosen: dict[str, tuple[Candidate, int, int]] = {}
+        for proposal in batch:
+            taken = 0
+            for candidate in proposal.candidates:
+                if len(chosen) >= room or taken >= proposal.request.n + self.extra_per_request:
+                    break
+                if strategy.population.knows(candidate.digest) or candidate.digest in chosen:
+                    continue
+                chosen[candidate.digest] = (candidate, proposal.request.generation, proposal.request.island)
+                taken += 1
+        groups: dict[tuple[int, int], list[Candidate]] = {}
+        for candidate, generation, island in chosen.values():
+            groups.setdefault((generation, island), []).append(candidate)
+        ids: list[int] = []
+        for (generation, island), candidates in groups.items():
+            for record, _ in self.store.add_candidates(self.run_id, self.task_id, candidates, generation, island):
+                ids.append(record.id)
+                strategy.note_pending(Member(candidate=record.candidate, candidate_id=record.id,
+                                             generation=generation, island=island))
+        if ids:
+            self.queued += self.store.enqueue(self.run_id, ids)
+        return len(ids)
+
+    def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None) -> None:
+        if self.on_progress is None:
+            return
+        best = strategy.population.best()
+        self.on_progress(Progress(
+            run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
+            in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
+            by_status=dict(self.by_status), worker_s=self.worker_s, elapsed_s=time.monotonic() - self._started, last=last,
+            usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens))

@@ -1,0 +1,135 @@
+"""Native kernels inside the evaluator: the policy's one admitted import, the build stage serving load_c, the
+backend of a result, and INTERPRETER_SHAPE for Triton candidates on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evaluator import Candidate, EvalConfig, EvalResult, Status, evaluate, load_task, policy
+from evaluator.backend import backend_of, runs_in_triton_interpreter
+from evaluator.native_build import NativeCache
+from evaluator.task_runtime import TaskRuntime
+
+TESTS = Path(__file__).resolve().parent
+CONFIG = EvalConfig(run_timeout_s=20, compile_timeout_s=60, max_timing_s=0.3)
+
+NATIVE_RELU = '''
+import torch
+import torch.nn as nn
+from evaluator.native import load_c
+
+SOURCE = r"""
+#include <stdint.h>
+void relu(const float* x, float* out, int64_t n) { for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0 ? x[i] : 0; }
+"""
+lib = load_c("relu_plain", SOURCE, functions=["relu"], flags=["-O2"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        lib.relu(x.contiguous(), out, x.numel())
+        return out
+'''
+
+
+@pytest.fixture
+def native_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("OPFORGE_NATIVE_BUILD_CACHE", str(tmp_path / "native-cache"))
+    return tmp_path / "native-cache"
+
+
+@pytest.mark.parametrize("line, refused", [
+    ("from evaluator.native import load_c", False),
+    ("from evaluator.native import load_c as build", False),
+    ("from evaluator.native import serve", True),
+    ("from evaluator.native import load_c, _launches", True),
+    ("import evaluator.native", True),
+    ("from evaluator import native", True),
+    ("from evaluator.native_build import compile_library", True),
+    ("import ctypes", True),
+])
+def test_the_policy_admits_load_c_and_nothing_else_of_the_harness(line, refused):
+    assert bool(policy.check_source(line + "\n")) is refused
+
+
+@pytest.mark.parametrize("kernels, cuda_sources, kind, allow_torch, expected", [
+    ({"triton:relu_kernel": 1}, False, "cpu", False, "triton"),
+    ({"cpp:relu": 2}, False, "cpu", False, "cpp"),
+    ({"extension:relu": 1}, False, "cpu", False, "cpp"),
+    ({"extension:relu": 1}, True, "cuda", False, "cuda"),
+    ({"extension:relu": 1}, True, "cpu", False, "cpp"),
+    ({}, False, "cpu", True, "torch"),
+    ({}, False, "cpu", False, None),
+    ({"triton:a": 1, "cpp:b": 3}, False, "cpu", False, "cpp"),
+])
+def test_backend_of_the_launched_kernels(kernels, cuda_sources, kind, allow_torch, expected):
+    assert backend_of(kernels, cuda_sources=cuda_sources, device_kind=kind, allow_torch=allow_torch) == expected
+
+
+def test_backend_survives_json():
+    result = EvalResult(Status.OK, "correct on every trial", backend="cpp")
+    assert result.to_json()["backend"] == "cpp"
+    assert EvalResult.from_json(result.to_json()).backend == "cpp"
+    assert EvalResult.from_json({"status": "ok", "reason": "x"}).backend is None
+
+
+def test_triton_on_the_interpreter_is_decided_from_the_source():
+    triton = (TESTS / "honest" / "relu_triton.py").read_text()
+    assert runs_in_triton_interpreter(triton, "cpu")
+    assert not runs_in_triton_interpreter(triton, "cuda")
+    assert not runs_in_triton_interpreter(NATIVE_RELU, "cpu")
+    assert not runs_in_triton_interpreter(triton + "\nfrom evaluator.native import load_c\n", "cpu")
+
+
+def test_interpreter_shape_overrides_the_module_values_and_keeps_the_variants():
+    source = (TESTS / "tasks" / "relu_sized.py").read_text()
+    native = TaskRuntime(source, "relu_sized", "cpu")
+    interpreted = TaskRuntime(source, "relu_sized", "cpu", interpreter_shape=True)
+    assert native.inputs(0, 1)[0].shape == (512, 2048) and native.interpreter_shape is None
+    assert interpreted.inputs(0, 1)[0].shape == (4, 96)
+    assert interpreted.inputs(1, 1)[0].shape == (4, 7)  # a SHAPES variant on top of the interpreter shape
+    assert interpreted.inputs(0, 1)[0].shape == (4, 96)
+    assert interpreted.interpreter_shape == {"ROWS": 4, "COLS": 96}
+
+
+def test_a_triton_candidate_on_the_cpu_is_timed_on_the_interpreter_shape(native_cache):
+    task = load_task(TESTS / "tasks" / "relu_sized.py")
+    source = (TESTS / "honest" / "relu_triton.py").read_text()
+    result = evaluate(task, Candidate.from_source(source), CONFIG)
+    assert result.status == Status.OK, result.reason
+    assert "INTERPRETER_SHAPE (ROWS=4, COLS=96)" in result.reason and result.backend == "triton"
+
+
+def test_a_native_candidate_is_built_by_the_build_stage_once_and_timed_on_the_module_shape(native_cache):
+    task = load_task(TESTS / "tasks" / "relu_sized.py")
+    first = evaluate(task, Candidate.from_source(NATIVE_RELU), CONFIG)
+    assert first.status == Status.OK, first.reason
+    assert first.backend == "cpp" and "INTERPRETER_SHAPE" not in first.reason
+    second = evaluate(task, Candidate.from_source(NATIVE_RELU), CONFIG)
+    assert second.status == Status.OK, second.reason
+    builds = NativeCache(native_cache).compiles()
+    assert [(b["name"], b["status"], b["context"]) for b in builds] == [("relu_plain", "built", "evaluation")]
+
+
+def test_a_native_compile_error_is_a_compile_error_with_the_log(native_cache):
+    source = NATIVE_RELU.replace("out[i] = x[i] > 0", "out[i] = y[i] > 0")
+    result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(source), CONFIG)
+    assert result.status == Status.COMPILE_ERROR
+    assert "do not compile" in result.reason and "'y' undeclared" in result.log
+
+
+def test_a_refused_flag_is_a_compile_error_in_one_sentence(native_cache):
+    source = NATIVE_RELU.replace('flags=["-O2"]', 'flags=["-O2", "-fplugin=/tmp/x.so"]')
+    result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(source), CONFIG)
+    assert result.status == Status.COMPILE_ERROR and "is not allowed" in result.reason
+
+
+def test_load_c_after_the_import_is_one_readable_sentence(native_cache):
+    source = NATIVE_RELU.replace("lib = load_c(", "make = lambda: load_c(").replace(
+        "lib.relu(", "make().relu(")
+    result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(source), CONFIG)
+    assert result.status == Status.RUNTIME_ERROR
+    assert "call load_c at module level" in result.reason
