@@ -283,12 +283,15 @@ class Guards:
 
     def builtins_changed(self) -> str | None:
         """The first builtin replaced since the snapshot (~10 us: run right after every call)."""
-        before = self._snapshot.get("builtins")
-        if before is None:
+        entry = self._snapshot.get("builtins")
+        if entry is None:
             return None
+        _, keys, values = entry
         now = vars(builtins)
-        for key, ident in before.items():
-            if key != "_" and (key not in now or id(now[key]) != ident):
+        if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
+            return None
+        for key, value in zip(keys, values):
+            if key != "_" and (key not in now or now[key] is not value):
                 return key
         return None
 
