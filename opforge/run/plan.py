@@ -169,9 +169,10 @@ def resolve_seed(seed_path: str | None, task: Task, backend: str = "triton", req
     if path is None and not required:
         return None
     if path is None:
-        expected = Path(str(task.name) + SEED_SUFFIXES.get(backend, ".seed.py"))
-        raise UsageError(f"{task.label} has no seed kernel for the {backend} backend beside it ({expected}); give the "
-                         f"starting kernel with {name('seed_kernel')}, or let the LLM coder write one (--coder llm).")
+        where = (f"beside it ({task.name}{SEED_SUFFIXES[backend]})" if backend in SEED_SUFFIXES
+                 else "(opforge ships none for it)")
+        raise UsageError(f"{task.label} has no seed kernel for the {backend} backend {where}; give the starting kernel "
+                         f"with {name('seed_kernel')}, or let the LLM coder write one (--coder llm).")
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a file; give --seed-kernel a kernel's .py file.")
     try:
