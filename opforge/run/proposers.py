@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.agent import Agent, AgentCall
+from agents.cpu_facts import CpuFacts, MeasuredRoofline, local_cpu_facts
 from agents.device_facts import local_device_facts
+from agents.prompting import DeviceFacts
 from agents.judge import Judge
 from agents.llm_client import LLMError, OpenAIClient
 from agents.llm_coder import LLMCoder
@@ -26,6 +28,8 @@ from agents.proposal import Proposer
 from agents.spend import Spend, SpendLimits
 from agents.tuner import TuneProposer
 from opforge.errors import UsageError
+from evaluator.task import Task
+from evaluator.task_work import TaskWork
 from store import RunRecord, Store
 
 TUNER_OVERSAMPLE = 4  # the tuner is free: ask it for extra neighbours, some are known already
@@ -47,7 +51,8 @@ def add_llm_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-base-url", metavar="URL",
                    help=f"an OpenAI-compatible endpoint: vLLM, SGLang, Ollama, llama.cpp... (default ${BASE_URL_ENV}, "
                         "else the OpenAI API); the key comes from $OPFORGE_LLM_API_KEY or $OPENAI_API_KEY")
-    g.add_argument("--backend", choices=("triton", "cuda"), default=None, help="the kernels to write (default triton)")
+    g.add_argument("--backend", choices=("triton", "cuda", "cpp"), default=None,
+                   help="the kernels to write: triton, cuda, or cpp (native C/C++ CPU kernels) (default triton)")
     g.add_argument("--max-usd", type=float, metavar="USD", help="stop when the run's LLM calls have cost this much")
     g.add_argument("--max-tokens", type=int, metavar="N", help="stop when the run's LLM calls have used this many tokens")
     g.add_argument("--prices", metavar="FILE",
@@ -175,13 +180,54 @@ def make_proposer(store: Store, run: RunRecord, llm_base_url: str | None = None,
                                   max_in_flight=concurrency, prices=prices)
             return Agent(client, model, temperature=temperature, max_tokens=max_tokens, spend=spend, on_call=record)
 
-        device = local_device_facts(str(config.get("eval", {}).get("device", "auto")))
-        coder = LLMCoder(agent(llm["model"], CODER_TEMPERATURE, CODER_MAX_TOKENS), device, llm.get("backend", "triton"))
+        backend = str(config.get("backend") or llm.get("backend") or "triton")
+        device = agent_device_facts(store, backend, str(config.get("eval", {}).get("device", "auto")))
+        coder = LLMCoder(agent(llm["model"], CODER_TEMPERATURE, CODER_MAX_TOKENS), device, backend)
         judge = None
         if llm.get("judge_model"):
-            judge = Judge(agent(llm["judge_model"], JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS), device)
+            judge = Judge(agent(llm["judge_model"], JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS), device, backend,
+                          roofline_ms=task_roofline(store, run.task_id, device))
     except LLMError as exc:
         raise UsageError(str(exc)) from None
     settings = LoopSettings(review=bool(llm.get("review", True)), tune_per_request=int(llm.get("tune_per_request", 2)))
     proposer = LLMProposer(coder, judge, spend, settings, seed=seed)
     return Proposing(proposer, oversample=1, extra_per_request=settings.tune_per_request, spend=spend)
+
+
+def measured_cpu_roofline(store: Store) -> MeasuredRoofline | None:
+    """HOOK: this machine's measured copy bandwidth and peak FLOP/s, from the store's table of them (the CPU roofline
+    table, store migration 0007, which is not in this store's API yet). None until it is: the prompts then say
+    "unknown" rather than guess."""
+    read = getattr(store, "cpu_roofline", None)
+    if read is None:
+        return None
+    measured = read()
+    if measured is None:
+        return None
+    return MeasuredRoofline(getattr(measured, "copy_bandwidth_gbps", None), getattr(measured, "peak_gflops", None))
+
+
+def agent_device_facts(store: Store, backend: str, device: str) -> DeviceFacts | CpuFacts:
+    """What the agents are told about the machine: the CPU's facts for native kernels, else the GPU's."""
+    if backend == "cpp":
+        return local_cpu_facts(measured_cpu_roofline(store))
+    return local_device_facts(device)
+
+
+def task_roofline(store: Store, task_id: int, device: DeviceFacts | CpuFacts) -> Callable[[Task], float | None]:
+    """The least time one call of the run's task can take on this device (None where the task's work or the device's
+    peaks are unknown): the judge shows a kernel's fraction of it."""
+    if isinstance(device, CpuFacts):
+        bandwidth, peak_tflops = device.copy_bandwidth_gbps, device.peak_gflops and device.peak_gflops / 1e3
+    else:
+        bandwidth, peak_tflops = device.memory_bandwidth_gbps, device.peak_tflops
+
+    def roofline_ms(_task: Task) -> float | None:
+        if not (bandwidth or peak_tflops):
+            return None
+        record = store.get_task(task_id)
+        if record.flops is None or record.min_bytes is None:
+            return None
+        return TaskWork(record.flops, record.min_bytes).roofline_ms(bandwidth, peak_tflops)
+
+    return roofline_ms
