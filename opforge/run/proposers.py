@@ -28,6 +28,7 @@ from agents.proposal import Proposer
 from agents.spend import Spend, SpendLimits
 from agents.tuner import TuneProposer
 from opforge.errors import UsageError
+from opforge.run.translation import translation_sources
 from evaluator.task import Task
 from evaluator.task_work import TaskWork
 from store import RunRecord, Store
@@ -190,7 +191,8 @@ def make_proposer(store: Store, run: RunRecord, llm_base_url: str | None = None,
     except LLMError as exc:
         raise UsageError(str(exc)) from None
     settings = LoopSettings(review=bool(llm.get("review", True)), tune_per_request=int(llm.get("tune_per_request", 2)))
-    proposer = LLMProposer(coder, judge, spend, settings, seed=seed)
+    translations = translation_sources(store, run.task_id, backend, config.get("archive"))
+    proposer = LLMProposer(coder, judge, spend, settings, seed=seed, translations=translations)
     return Proposing(proposer, oversample=1, extra_per_request=settings.tune_per_request, spend=spend)
 
 
