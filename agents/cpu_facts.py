@@ -2,8 +2,8 @@
 widest SIMD it has, its cache sizes and, where the store has measured them, its copy bandwidth and peak FLOP/s.
 
 Read from Linux's own files (`/proc/cpuinfo`, `/sys/devices/system/cpu/cpu0/cache`), never guessed: a figure that
-cannot be read is None and renders as "unknown". The measured figures are not read here (agents sit below the store):
-whoever builds the agents passes them in (`local_cpu_facts(measured=...)`, see `MeasuredRoofline`).
+cannot be read is None and renders as "unknown". The measured figures come from the store (`measured_cpu_roofline`)
+and are passed in (`local_cpu_facts(measured=...)`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 # widest first: the first of these the CPU's flags name is its SIMD width
 SIMD_LEVELS: tuple[tuple[str, str], ...] = (
@@ -112,3 +113,14 @@ def local_cpu_facts(measured: MeasuredRoofline | None = None, cpuinfo: Path = Pa
                      flags=tuple(f for f in FLAGS_SHOWN if f in set(flags)),
                      l1d_kib=caches.get("l1d"), l2_kib=caches.get("l2"), l3_kib=caches.get("l3"))
     return facts.with_measured(measured)
+
+
+def measured_cpu_roofline(store: Any) -> MeasuredRoofline | None:
+    """HOOK: this machine's measured copy bandwidth and peak FLOP/s, from the store's table of them (the CPU roofline
+    table, store migration 0007, whose reader `Store.cpu_roofline()` is not in the store's API yet). None until it
+    is: the prompts then say "unknown" and reports show no roofline fraction on CPU, rather than guess."""
+    read = getattr(store, "cpu_roofline", None)
+    measured = read() if callable(read) else None
+    if measured is None:
+        return None
+    return MeasuredRoofline(getattr(measured, "copy_bandwidth_gbps", None), getattr(measured, "peak_gflops", None))

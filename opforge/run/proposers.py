@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.agent import Agent, AgentCall
-from agents.cpu_facts import CpuFacts, MeasuredRoofline, local_cpu_facts
+from agents.cpu_facts import CpuFacts, local_cpu_facts, measured_cpu_roofline
 from agents.device_facts import local_device_facts
 from agents.prompting import DeviceFacts
 from agents.judge import Judge
@@ -194,19 +194,6 @@ def make_proposer(store: Store, run: RunRecord, llm_base_url: str | None = None,
     translations = translation_sources(store, run.task_id, backend, config.get("archive"))
     proposer = LLMProposer(coder, judge, spend, settings, seed=seed, translations=translations)
     return Proposing(proposer, oversample=1, extra_per_request=settings.tune_per_request, spend=spend)
-
-
-def measured_cpu_roofline(store: Store) -> MeasuredRoofline | None:
-    """HOOK: this machine's measured copy bandwidth and peak FLOP/s, from the store's table of them (the CPU roofline
-    table, store migration 0007, which is not in this store's API yet). None until it is: the prompts then say
-    "unknown" rather than guess."""
-    read = getattr(store, "cpu_roofline", None)
-    if read is None:
-        return None
-    measured = read()
-    if measured is None:
-        return None
-    return MeasuredRoofline(getattr(measured, "copy_bandwidth_gbps", None), getattr(measured, "peak_gflops", None))
 
 
 def agent_device_facts(store: Store, backend: str, device: str) -> DeviceFacts | CpuFacts:
