@@ -17,7 +17,7 @@ from agents.replies import extract_code
 from evaluator.candidate import Candidate
 from evaluator.task import Task
 
-UNMEASURED = {"status": "not measured yet", "reason": "the evaluator has not finished with it", "speedup": None,
+UNMEASURED: dict[str, Any] = {"status": "not measured yet", "reason": "the evaluator has not finished with it", "speedup": None,
               "candidate_ms": None, "reference_ms": None, "max_abs_error": None, "profile": {}}
 
 

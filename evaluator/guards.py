@@ -51,7 +51,8 @@ _COPY_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::empty_like",
 
 
 class Guards:
-    def __init__(self) -> None:
+    def __init__(self, watched_modules: tuple[str, ...] = _WATCHED_MODULES) -> None:
+        self.watched_modules = watched_modules
         # Captured before the candidate exists: later patches of these names do not reach the harness.
         self.now_ns: Callable[[], int] = time.perf_counter_ns
         self.cpu_s: Callable[[], float] = time.process_time  # every thread of this process, PyTorch's pools too
@@ -94,7 +95,7 @@ class Guards:
                                    "may be defined for new operators only")
             return real(kind, ns, *args, **kwargs)
 
-        torch._C._dispatch_library = guarded_library
+        torch._C._dispatch_library = guarded_library  # type: ignore[assignment] # the guard takes the same calls
 
     def copy_ops_changed(self) -> str | None:
         """The operators the harness runs on a call's outputs right after it (copies, allocations), checked after a
@@ -102,11 +103,12 @@ class Guards:
         check still shows, since it must be there at every call it serves."""
         if self.draw() >= COPY_OPS_CHECK_SHARE:
             return None
-        for name in _COPY_OPS:
-            digest = self._dispatch.get(name)
-            if digest is not None and _dispatch_digest(name) != digest:
-                return f"the kernels of {name}"
-        return None
+        changed = None
+        for name in _COPY_OPS:  # every digest computed, snapshot or not: the same cost in both workers
+            digest, now = self._dispatch.get(name), _dispatch_digest(name)
+            if changed is None and digest is not None and now != digest:
+                changed = f"the kernels of {name}"
+        return changed
 
     def dispatcher_changed(self, deep: bool) -> str | None:
         """A dispatch or function mode left active (it would see every tensor operation of the harness); with
@@ -143,9 +145,13 @@ class Guards:
             return run
 
         try:
-            from triton.runtime import interpreter, jit
-            jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
+            from triton.runtime import interpreter
             interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run)
+            if cuda_available:
+                install_compiled_launch_counter(counter)
+            else:
+                from triton.runtime import jit
+                jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
         except ImportError:
             pass
 
@@ -176,8 +182,8 @@ class Guards:
         def load(name: str, sources: Any, **kwargs: Any) -> Any:
             return wrap_module(real_load(name, sources, **kwargs))
 
-        cpp_extension.load_inline = load_inline
-        cpp_extension.load = load
+        cpp_extension.load_inline = load_inline  # type: ignore[assignment] # wrappers taking the same calls
+        cpp_extension.load = load  # type: ignore[assignment]
 
         from evaluator import native
         native.serve(self.native_build, counter)
@@ -214,12 +220,12 @@ class Guards:
         self.baseline_threads = self.thread_count()
         if dispatcher:
             self._dispatch = _take_primed_dispatch() or dispatch_table()
-        for name in _WATCHED_MODULES:
+        for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:
                 self._snapshot[name] = (module, *_contents(vars(module)))
         self._classes = list(_WATCHED_CLASSES) + [  # and the classes those modules define (Channel, Counter...)
-            v for name in _WATCHED_MODULES if (m := sys.modules.get(name)) is not None
+            v for name in self.watched_modules if (m := sys.modules.get(name)) is not None
             for v in vars(m).values() if isinstance(v, type) and getattr(v, "__module__", None) == name]
         for cls in self._classes:
             self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = (cls, *_contents(vars(cls)))
@@ -232,7 +238,7 @@ class Guards:
         would run a replacement's own `__eq__`) nor `id()` (an audited call: the audit hook would run ~26,000 times
         a check). The whole state is compared at C speed first; names are walked one by one only where something
         differs, and a namespace that merely gained names (a lazily created attribute) is then taken as it is now."""
-        for name in _WATCHED_MODULES:  # a module swapped in sys.modules reaches the harness's later imports
+        for name in self.watched_modules:  # a module swapped in sys.modules reaches the harness's later imports
             entry = self._snapshot.get(name)
             if entry is not None and sys.modules.get(name) is not entry[0]:
                 return f"sys.modules[{name!r}]"
@@ -279,6 +285,25 @@ class Guards:
                 if any(s < ie and is_ < e for is_, ie in spans):
                     return f"output {i} shares memory with an input (outputs must be fresh tensors)"
         return None
+
+
+def install_compiled_launch_counter(counter: dict[str, int], kernel_class: Any = None) -> None:
+    """On a GPU, count at the launch of a compiled kernel: Triton calls `CompiledKernel.launch_metadata` right before
+    every launch, both from `JITFunction.run` (kernel[grid](...), autotuned or not) and from a compiled kernel's own
+    `kernel.warmup(...)[grid](...)`, and not for a warm-up that only compiles. Counting `JITFunction.run` instead
+    would miss the second path and count the third."""
+    if kernel_class is None:
+        from triton.compiler.compiler import CompiledKernel
+        kernel_class = CompiledKernel
+    original = kernel_class.launch_metadata
+
+    def launch_metadata(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(getattr(kernel, "src", None), "fn", None)
+        label = f"triton:{getattr(fn, '__name__', None) or getattr(kernel, 'name', '?')}"
+        counter[label] = counter.get(label, 0) + 1
+        return original(kernel, *args, **kwargs)
+    launch_metadata.__wrapped__ = original  # type: ignore[attr-defined]
+    kernel_class.launch_metadata = launch_metadata
 
 
 _primed_dispatch: list[dict[str, str]] = []

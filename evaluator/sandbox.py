@@ -20,6 +20,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH")
@@ -111,7 +112,7 @@ class Zygote:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
-        self._reader = None
+        self._reader: Any = None  # the control socket's reader, once started
         self._starting = False  # launched, its "ready" line not read yet
 
     def _start(self) -> None:
@@ -125,6 +126,9 @@ class Zygote:
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device, self.hidden) + cmd
         env = scrubbed_environment() if self.role == "candidate" else {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        # Both workers pay the same costs: a coverage tracer (CI's report) in the reference alone would slow its
+        # calls and skew every comparison of the two sides' clocks. The candidate's allow-list drops it already.
+        env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_PROCESS_", "COV_CORE_"))}
         if self.device == "cpu":
             # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
             # library functions are built as interpreted or compiled at import time.
@@ -170,7 +174,8 @@ class Zygote:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
 
-    def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0) -> WorkerHandle:
+    def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0,
+              gpu_memory_fraction: float = 0.0) -> WorkerHandle:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -178,8 +183,9 @@ class Zygote:
             ours, theirs = socket.socketpair()
             log_r, log_w = os.pipe()
             request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
-                       "cpu_limit_s": cpu_limit_s}
+                       "cpu_limit_s": cpu_limit_s, "gpu_memory_fraction": gpu_memory_fraction}
             try:
+                assert self._control is not None
                 socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w])
                 reply = self._readline(timeout_s=30)
             finally:

@@ -82,19 +82,20 @@ class TaskRuntime:
             raise TaskRuntimeError("get_inputs() must return tensors (and plain numbers), got "
                                    + ", ".join(type(x).__name__ for x in raw))
         out: list[Any] = []
-        gen = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+        gen = torch.Generator(device=self.device).manual_seed(seed ^ 0x5DEECE66D)  # drawn where the inputs live
         for x in raw:
             if isinstance(x, torch.Tensor):
                 if distribution == "normal" and x.dtype in FLOAT_DTYPES:
-                    x = (torch.randn(x.shape, generator=gen, dtype=torch.float32) * NORMAL_SCALE).to(x.dtype)
+                    x = (torch.randn(x.shape, generator=gen, dtype=torch.float32, device=self.device)
+                         * NORMAL_SCALE).to(x.dtype)
                 x = x.to(self.device)
             out.append(x)
         floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.numel()]
         if distribution == "perturbed" and floats:
-            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen))]
+            which = floats[int(torch.randint(0, len(floats), (1,), generator=gen, device=self.device))]
             x = out[which].clone()
-            spot = int(torch.randint(0, x.numel(), (1,), generator=gen))
-            delta = float(torch.randn((), generator=gen))
+            spot = int(torch.randint(0, x.numel(), (1,), generator=gen, device=self.device))
+            delta = float(torch.randn((), generator=gen, device=self.device))
             x.view(-1)[spot] += (1.0 + abs(delta)) * (1 if delta >= 0 else -1)
             out[which] = x
         return out
@@ -191,13 +192,15 @@ class _DeviceRedirect(TorchFunctionMode):
 
 @contextlib.contextmanager
 def _drawing_on(device: torch.device) -> Iterator[None]:
-    """While a task draws its inputs: explicit devices redirected; on meta, `torch.distributions` argument validation
-    (which reads values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
+    """While a task draws its inputs: the run's device is the default one, so that `torch.randn(...)` draws there
+    with that device's generator (seeded by `torch.manual_seed`; on a GPU, large inputs are not drawn by one CPU
+    thread and copied); explicit devices redirected; on meta, `torch.distributions` argument validation (which reads
+    values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
     validate = torch.distributions.Distribution._validate_args
     if device.type == "meta":
         torch.distributions.Distribution.set_default_validate_args(False)
     try:
-        with _DeviceRedirect(device):
+        with _DeviceRedirect(device), torch.device(device):
             yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(validate)

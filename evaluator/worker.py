@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -68,9 +68,10 @@ class Worker:
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
     def _check_copy_ops(self) -> None:
-        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged."""
+        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged.
+        Both roles pay for the check (the driver's clock compares their per-call costs); only the candidate is refused."""
+        changed = self.guards.copy_ops_changed()
         if self.enforce:
-            changed = self.guards.copy_ops_changed()
             if changed and not self.guards.refusals:
                 self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
                                             "harness's copies of its outputs go through")
@@ -97,6 +98,7 @@ class Worker:
         self.init_seeds = list(cmd["init_seeds"])
         self.compiled = bool(cmd.get("compile"))
         self.timer = timing.CallTimer(device)
+        self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
         self.models.clear()
         self.guards.take_snapshot(dispatcher=self.enforce)
         if self.role == "reference":
@@ -170,9 +172,10 @@ class Worker:
         else:
             inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
         if cmd.get("prime_seed") is not None:
-            inputs = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
-            if inputs is None:
+            primed = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
+            if primed is None:
                 return
+            inputs = primed
         before = [self._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         launches0 = dict(self.guards.launches)
         cuda = timer.cuda
@@ -219,17 +222,19 @@ class Worker:
         variant = int(cmd["variant"])
         model = self._model(variant)
         seed: int | None = int(cmd["seed"])
-        warm_inputs = rt.inputs(variant, seed)
+        warm_inputs = rt.inputs(variant, int(cmd["seed"]))
         deadline = timing.now_ms() + float(cmd.get("warmup_ms", 0.0))
         with torch.set_grad_enabled(self.grad):
             while timing.now_ms() < deadline:
                 timer.time_call(model, warm_inputs)
             del warm_inputs
             fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+            left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
                 ms, out = timer.time_call(model, inputs)
+                left_running.append(timer.left_running_ms)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
@@ -250,7 +255,28 @@ class Worker:
         if self.enforce and problem:
             self.send({"status": "rejected", "reason": f"during timing: {problem}"})
             return
-        self.send({"status": "timed", "kernels": fewest or {}})
+        self.send({"status": "timed", "kernels": fewest or {},
+                   "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
+
+    def cmd_loop(self, cmd: dict[str, Any]) -> None:
+        """Back-to-back calls on one set of inputs for at least `seconds`, synchronised once at the end: the loop
+        the driver meters energy over (energy.py). Replies how many calls ran."""
+        rt, timer = self.rt, self.timer
+        assert rt is not None and timer is not None
+        model = self._model(int(cmd["variant"]))
+        inputs = rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
+        calls, seconds = 0, float(cmd["seconds"])
+        with torch.set_grad_enabled(self.grad):
+            model(*inputs)
+            timer.sync()
+            end_ms = timing.now_ms() + seconds * 1e3
+            while timing.now_ms() < end_ms:
+                model(*inputs)
+                calls += 1
+            timer.sync()
+        problem = self._refuse_reason() if self.enforce else None
+        self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
+                  {"status": "looped", "calls": calls})
 
     def cmd_check(self, cmd: dict[str, Any]) -> None:
         """The costlier checks on their own, the dispatch table included: the driver asks once timing is over."""
@@ -275,8 +301,8 @@ class Worker:
                         if isinstance(out, torch.Tensor):
                             self._clone(out)
             timer.sync()
-        problem = self._refuse_reason(deep=True) if self.enforce else None
-        self.send({"status": "rejected", "reason": problem} if problem else {"status": "batched"})
+        # No check inside the round trip the driver times: it asks for them (`check`) after the batches.
+        self.send({"status": "batched"})
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
@@ -326,7 +352,7 @@ class Worker:
             seed = self.init_seeds[variant]
             reference = self.rt.reference_model(variant, seed)
             if self.role == "reference":
-                self.models[variant] = torch.compile(reference) if self.compiled else reference
+                self.models[variant] = cast(torch.nn.Module, torch.compile(reference)) if self.compiled else reference
             else:
                 state = reference.state_dict()
                 del reference

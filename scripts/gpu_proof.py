@@ -424,7 +424,9 @@ def part_loop(ctx: "Context") -> list[dict[str, Any]]:
     from bench_loop import InstantProposer
 
     from evaluator.pool import LocalRunner
-    from opforge.run.search import Budget, Search, start_run
+    from opforge.run.config import RunConfig
+    from opforge.run.proposals import Proposing
+    from opforge.run.search import Budget, Search, SearchSettings, start_run
     from store import get_store
 
     class Listed(InstantProposer):
@@ -448,10 +450,11 @@ def part_loop(ctx: "Context") -> list[dict[str, Any]]:
             t0 = time.monotonic()
             try:
                 budget = Budget(evals)
-                run = start_run(store, loop_task, loop_seed, {"coder": "instant"}, budget)
+                run = start_run(store, loop_task, loop_seed, RunConfig(), budget)
                 if sampler:
                     sampler.__enter__()
-                outcome = Search(store, run.id, loop_task, proposer, runner, ctx.cfg(profile=True), budget).run()
+                outcome = Search(store, run.id, loop_task, Proposing(proposer), runner,
+                                 SearchSettings(ctx.cfg(profile=True), budget)).run()
             finally:
                 if sampler:
                     sampler.__exit__()
@@ -479,7 +482,9 @@ def part_sol(ctx: "Context") -> list[dict[str, Any]]:
     from agents.tuner import TuneProposer
     from evaluator.pool import LocalRunner
     from evaluator.task_work import task_work
-    from opforge.run.search import Budget, Search, start_run
+    from opforge.run.config import RunConfig
+    from opforge.run.proposals import Proposing
+    from opforge.run.search import Budget, Search, SearchSettings, start_run
     from store import get_store
 
     env = ctx.env or part_env(ctx)
@@ -495,9 +500,9 @@ def part_sol(ctx: "Context") -> list[dict[str, Any]]:
             runner = LocalRunner(1)
             try:
                 budget = Budget(ctx.sol_budget)
-                run = start_run(store, task, seed, {"coder": "tune"}, budget)
-                outcome = Search(store, run.id, task, TuneProposer(seed=1), runner,
-                                 ctx.cfg(profile=False, compile_baseline=True), budget).run()
+                run = start_run(store, task, seed, RunConfig(), budget)
+                outcome = Search(store, run.id, task, Proposing(TuneProposer(seed=1)), runner,
+                                 SearchSettings(ctx.cfg(profile=False, compile_baseline=True), budget)).run()
             finally:
                 runner.close()
                 store.close()

@@ -14,7 +14,7 @@ from store import queries, queue, writes
 from store.codec import bench_record, candidate_record, llm_call_record, run_record, task_record
 from store.dialect import insert
 from store.engine import display, session_scope
-from store.errors import StoreError
+from store.errors import StoreError, UnknownId
 from store.records import (
     ArchiveEntry,
     BenchRecord,
@@ -65,7 +65,7 @@ class Store:
     def _get(self, s: Session, row_type: type, ident: int, what: str) -> Any:
         row = s.get(row_type, ident)
         if row is None:
-            raise StoreError(f"The database {self.url} has no {what} with id {ident}.")
+            raise UnknownId(self.url, what, ident)
         return row
 
     # --- tasks ---------------------------------------------------------------------------------------------------
@@ -343,7 +343,8 @@ class Store:
         _check_lease(lease_s)
         with self._session(write=True) as s:
             job_id = job_queue.claim(s, worker, lease_s, max_attempts)
-            return None if job_id is None else job_record(job_queue.row(s, job_id))
+            row = None if job_id is None else job_queue.row(s, job_id)
+            return None if row is None else job_record(row)
 
     def heartbeat_job(self, job_id: int, worker: str, lease_s: float) -> JobRecord:
         """Renew `worker`'s lease for `lease_s` seconds from now, if it still holds the job; returns the job as it
@@ -378,7 +379,7 @@ class Store:
     def _job_row(self, s: Session, job_id: int) -> JobRecord:
         found = job_queue.row(s, job_id)
         if found is None:
-            raise StoreError(f"The database {self.url} has no job with id {job_id}.")
+            raise UnknownId(self.url, "job", job_id)
         return job_record(found)
 
 

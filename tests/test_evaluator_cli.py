@@ -106,7 +106,7 @@ def test_task_check_reports_shapes_of_every_variant_and_meta_needs_no_memory(tmp
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]):
-    from opforge.cli.main import build_parser
+    from opforge.cli.program import build_parser
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"eval", "task"} <= set(commands)

@@ -16,7 +16,9 @@ from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, TaskError, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
 from opforge.run.progress import ProgressPrinter
-from opforge.run.search import Budget, Progress, Search, start_run
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"
@@ -57,9 +59,9 @@ def setup(tmp_path):
 
 
 def _search(store, task, seed, budget: Budget, proposer=None, runner=None, **kw) -> tuple[Search, int]:
-    run = start_run(store, task, seed, {"coder": "test"}, budget)
-    search = Search(store, run.id, task, proposer or TuneProposer(seed=1), runner or DummyRunner(), EvalConfig(),
-                    budget, oversample=4, **kw)
+    run = start_run(store, task, seed, RunConfig(), budget)
+    search = Search(store, run.id, task, Proposing(proposer or TuneProposer(seed=1), oversample=4),
+                    runner or DummyRunner(), SearchSettings(EvalConfig(), budget), **kw)
     return search, run.id
 
 

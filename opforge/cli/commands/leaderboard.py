@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 from benchmarks import list_suites
-from opforge.errors import UsageError
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.display import format_speedup
 from opforge.reports.leaderboard import FAST_P, leaderboard
 from opforge.run.progress import format_tokens
-from store import StoreError, get_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,16 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "task's roofline minimum), energy and peak memory relative to the reference, and "
                                    "dollars, tokens and worker-minutes per correct kernel.")
     p.add_argument("--suite", help="only this suite (a built-in name or the folder a bench ran on)")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(p)
     p.add_argument("--json", action="store_true", help='print one JSON object: {"rows": [...]}')
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     suite = args.suite
     if suite is not None and suite not in list_suites() and Path(suite).expanduser().exists():
         suite = str(Path(suite).expanduser().resolve())
