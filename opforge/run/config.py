@@ -55,7 +55,7 @@ class LLMSettings:
     from_scratch: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["prices"] = {k: list(v) for k, v in self.prices.items()}
         return out
 
