@@ -274,11 +274,13 @@ class Store:
         with self._session() as s:
             return queries.evaluations_of(s, candidate_id)
 
-    def archive(self, device: str | None = None, exclude_run_id: int | None = None) -> list[ArchiveEntry]:
-        """Every task's fastest correct kernel in the store, on one device name if given, not counting one run's
-        own measurements (a run drawing on the archive should not find itself)."""
+    def archive(self, device: str | None = None, exclude_run_id: int | None = None,
+                backend: str | None = None) -> list[ArchiveEntry]:
+        """Every task's fastest correct kernel in the store, on one device name if given, of one backend if given
+        (a native CPU run is not seeded with Triton kernels, nor the reverse), not counting one run's own
+        measurements (a run drawing on the archive should not find itself)."""
         with self._session() as s:
-            return queries.archive(s, device, exclude_run_id)
+            return queries.archive(s, device, exclude_run_id, backend)
 
     def top_k(self, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
         """The task's k fastest correct candidates across runs, by speedup, optionally on one device name."""
