@@ -56,7 +56,8 @@ class CpuFacts:
 
 def parse_cpuinfo(text: str) -> tuple[str | None, tuple[str, ...]]:
     """The model name and the flags of the first processor in a /proc/cpuinfo text."""
-    name, flags = None, ()
+    name: str | None = None
+    flags: tuple[str, ...] = ()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
