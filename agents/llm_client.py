@@ -119,7 +119,7 @@ class OpenAIClient:
                 async with self._gate:
                     response = await self._sdk.chat.completions.create(
                         model=self.model,
-                        messages=[dict(m) for m in messages],
+                        messages=[dict(m) for m in messages],  # type: ignore[misc] # role/content dicts, as the API takes
                         temperature=temperature,
                         max_tokens=max_tokens,
                     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Sequence, Set as AbstractSet
 
 from agents.proposal import Scored
 from agents.tunables import Tunable, find_tunables, rewrite
@@ -65,7 +65,7 @@ class TuneProposer:
         del task  # the tuner reads only the candidates
         return self.sweep([p.candidate for p in parents], n, {c.digest for c in inspirations})
 
-    def sweep(self, parents: Sequence[Candidate], n: int, avoid: set[str] = frozenset()) -> list[Candidate]:
+    def sweep(self, parents: Sequence[Candidate], n: int, avoid: AbstractSet[str] = frozenset()) -> list[Candidate]:
         """Up to n neighbours of the parents (the first parent most often), none of them a parent or in `avoid`."""
         seen = {c.digest for c in parents} | set(avoid)
         pools: list[tuple[Candidate, list[tuple[str, str]], list[tuple[str, str]]]] = []

@@ -1,8 +1,9 @@
 """Built-in benchmark suites and the loader that finds their task files.
 
 A suite is a folder of KernelBench problem files (`NAME.py`). A built-in suite lives in a sub-folder of this
-package and may put a seed kernel (`NAME.seed.py`, a candidate defining `ModelNew`) beside a task. Any other
-folder of KernelBench files is a suite too; it simply has no seeds.
+package and may put seed kernels beside a task, one per backend: `NAME.seed.py` (Triton) and `NAME.cpp.py` (native
+C/C++ on the CPU), each a candidate defining `ModelNew`. Any other folder of KernelBench files is a suite too; it
+simply has no seeds.
 
 The built-in suites are `tiny` (9 small core operators: the quick-start and smoke-test set) and `ops` (the rest of
 the operator suite: activations, reductions, norms, matmuls with epilogues, attention, convolution, pooling, losses,
@@ -20,6 +21,8 @@ from pathlib import Path
 
 SUITES_DIR = Path(__file__).resolve().parent
 SEED_SUFFIX = ".seed.py"
+# The seed file beside a task, per backend (the built-in suites have no CUDA seeds yet).
+SEED_SUFFIXES: dict[str, str] = {"triton": SEED_SUFFIX, "cpp": ".cpp.py", "cuda": ".cuda.py"}
 ALL_SUITE = "all"  # the union of the folder suites, not a folder itself
 
 
@@ -28,7 +31,7 @@ def _is_task_file(path: Path) -> bool:
         path.is_file()
         and path.suffix == ".py"
         and path.name != "__init__.py"
-        and not path.name.endswith(SEED_SUFFIX)
+        and not path.name.endswith(tuple(SEED_SUFFIXES.values()))
     )
 
 
@@ -82,9 +85,20 @@ def suite_tasks(name_or_path: str | Path) -> list[Path]:
 
 
 def seed_for(task_path: Path | str) -> Path | None:
-    """The seed kernel `NAME.seed.py` beside the task `NAME.py`, or None when there is none."""
-    task_path = Path(task_path)
-    seed = task_path.with_name(task_path.stem + SEED_SUFFIX)
+    """The Triton seed kernel `NAME.seed.py` beside the task `NAME.py`, or None when there is none."""
+    return seed_path(task_path, "triton")
+
+
+def seed_path(task: Path | str, backend: str) -> Path | None:
+    """The seed kernel for `backend` beside a task, or None when there is none: `triton` -> `NAME.seed.py`, `cpp` ->
+    `NAME.cpp.py`, `cuda` -> `NAME.cuda.py`. `task` is a task file's Path, or a string naming a file or a built-in
+    task ("relu", "tiny/relu")."""
+    if backend not in SEED_SUFFIXES:
+        raise ValueError(f"Unknown backend {backend!r}: choose one of {', '.join(SEED_SUFFIXES)}.")
+    path = Path(task)
+    if isinstance(task, str) and not path.is_file():
+        path = builtin_task(task)
+    seed = path.with_name(path.stem + SEED_SUFFIXES[backend])
     return seed if seed.is_file() else None
 
 

@@ -127,7 +127,7 @@ def install(refusals: list[str], candidate_module: str) -> None:
                 return
             if allowed_user(asking) or (event.startswith("ctypes.") and native_loader(asking)):
                 return
-            frame = asking
+            frame: Any = asking  # a FrameType, then f_back's None at the bottom of the stack
             while frame is not None:
                 if not trusted(frame.f_code.co_filename):
                     refuse(f"{event} {args[1]}" if event == "object.__getattr__" else event)
@@ -136,5 +136,5 @@ def install(refusals: list[str], candidate_module: str) -> None:
             busy[0] = False
 
     import logging
-    logging.currentframe = lambda: None  # type: ignore[assignment] # log records need no caller's frame
+    logging.currentframe = lambda: None  # type: ignore[assignment,return-value] # log records need no caller's frame
     sys.addaudithook(hook)

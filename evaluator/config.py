@@ -12,6 +12,7 @@ class EvalConfig:
     compile_timeout_s: float = 180.0      # importing the candidate and building its kernels
     run_timeout_s: float = 120.0          # each later phase (correctness, timing) separately
     memory_limit_bytes: int = 16 * 2**30  # address-space limit of the candidate process (host memory)
+    gpu_memory_fraction: float = 0.45     # the candidate's share of the GPU's memory (the reference keeps the rest)
     trials: int = 3                       # correctness trials with fresh seeds, per shape variant
     warmup_ms: float = 25.0
     max_timing_s: float = 2.0             # time cap for each side's timed repetitions
@@ -21,5 +22,6 @@ class EvalConfig:
     suspicious_speedup: float = 10.0      # above this, re-measure from the driver's own clock
     timing_recheck_reps: int = 3          # timed calls whose outputs are verified against fresh reference results
     compile_baseline: bool = False        # also time torch.compile(Model) as a second baseline
+    energy_loop_s: float = 1.0            # GPU: each side's back-to-back loop that energy is metered over; 0: none
     profile: bool = True                  # profiler feedback for the agents
     sandbox: str = "auto"                 # auto | bwrap | process

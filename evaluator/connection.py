@@ -26,6 +26,7 @@ class WorkerConnection:
     def __init__(self, zygote: Zygote, handle: WorkerHandle, nonce: str, role: str, task_label: str):
         self.zygote, self.handle, self.role, self.task_label = zygote, handle, role, task_label
         self.channel = Channel(handle.sock, nonce)
+        self.last_request: dict[str, Any] | None = None
 
     def send(self, header: dict[str, Any]) -> None:
         try:
@@ -53,6 +54,7 @@ class WorkerConnection:
         return reply, tensors
 
     def request(self, header: dict[str, Any], timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.last_request = header  # what a failure can be replayed with (evaluate.py: the reference alone)
         self.send(header)
         return self.recv(timeout_s, doing)
 

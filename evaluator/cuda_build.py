@@ -43,7 +43,7 @@ _LDFLAG = re.compile(r"-l(cublas|cublasLt|curand|cufft|cusparse|cusolver|cuda)")
 _FLAG_FIELDS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")
 # load_inline arguments that do not change what is built, and those that must keep their default to be cached.
 _PASSIVE = {"verbose", "keep_intermediates", "use_pch"}
-_DEFAULTS = {"with_cuda": (None, True), "is_python_module": (True,), "extra_include_paths": (None, [], ()),
+_DEFAULTS: dict[str, tuple[Any, ...]] = {"with_cuda": (None, True), "is_python_module": (True,), "extra_include_paths": (None, [], ()),
              "build_directory": (None,), "extra_sycl_cflags": (None, [], ()), "with_sycl": (None, False),
              "no_implicit_headers": (False,)}
 
@@ -104,9 +104,9 @@ class BuildSpec:
         except (TypeError, ValueError):
             return None
         if not strict:
-            return cls(spec.name, spec.cpp_sources, spec.cuda_sources, spec.functions,
-                       *(tuple(f for f in getattr(spec, k) if _allowed(k, f)) for k in _FLAG_FIELDS),
-                       error_handling=spec.error_handling)
+            kept = {k: tuple(f for f in getattr(spec, k) if _allowed(k, f)) for k in _FLAG_FIELDS}
+            return cls(spec.name, spec.cpp_sources, spec.cuda_sources, spec.functions, kept["extra_cflags"],
+                       kept["extra_cuda_cflags"], kept["extra_ldflags"], error_handling=spec.error_handling)
         known = {"functions", "with_pytorch_error_handling", *_FLAG_FIELDS, *_PASSIVE, *_DEFAULTS}
         if set(kwargs) - known or any(kwargs[k] not in _DEFAULTS[k] for k in _DEFAULTS if k in kwargs):
             return None
@@ -144,7 +144,8 @@ class BuildSpec:
             functions = data.get("functions")
             spec = cls(str(data["name"]), _texts(data["cpp_sources"]), _texts(data["cuda_sources"]),
                        None if functions is None else tuple((str(a), str(b)) for a, b in functions),
-                       *(_texts(data.get(f)) for f in _FLAG_FIELDS), error_handling=data.get("error_handling") is True)
+                       _texts(data.get("extra_cflags")), _texts(data.get("extra_cuda_cflags")),
+                       _texts(data.get("extra_ldflags")), error_handling=data.get("error_handling") is True)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed spec: {exc}") from None
         spec.validate()

@@ -1,4 +1,4 @@
-"""What the measurements ran on, and the device's energy counter where NVML is present."""
+"""What the measurements ran on (the energy counter is in energy.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def device_info(kind: str) -> DeviceInfo:
 
 
 def _driver_version() -> str | None:
-    nvml = _nvml()
+    from evaluator.energy import load_nvml
+    nvml = load_nvml()
     if nvml is None:
         return None
     try:
@@ -41,34 +42,3 @@ def _driver_version() -> str | None:
         return v.decode() if isinstance(v, bytes) else str(v)
     except Exception:
         return None
-
-
-def _nvml():  # noqa: ANN202 - the optional pynvml module
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:
-        return None
-
-
-class EnergyMeter:
-    """Reads the GPU's cumulative energy counter (millijoules) through NVML; every reading is None without NVML."""
-
-    def __init__(self, kind: str, index: int = 0):
-        self._nvml = _nvml() if kind == "cuda" else None
-        self._handle = None
-        if self._nvml is not None:
-            try:
-                self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
-                self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
-            except Exception:
-                self._handle = None
-
-    def read_j(self) -> float | None:
-        if self._handle is None:
-            return None
-        try:
-            return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
-        except Exception:
-            return None

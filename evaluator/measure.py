@@ -18,7 +18,6 @@ import torch
 
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
-from evaluator.device import EnergyMeter
 from evaluator.result import Status, Timing
 from evaluator.timing import relative_standard_error
 
@@ -35,11 +34,9 @@ class SideRecord:
     walls_ms: list[float] = field(default_factory=list)
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
     spent_s: float = 0.0
-    energy_j: float = 0.0
-    energy_calls: int = 0
-    energy_s: float = 0.0
     blocks: int = 0
     kernels: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+    left_running_ms: list[float] = field(default_factory=list)  # per block, the median time work outlived a call
 
     def saw_kernels(self, fewest: dict[str, int]) -> None:
         self.kernels = fewest if self.kernels is None else {k: min(n, fewest.get(k, 0))
@@ -61,9 +58,6 @@ class Measurement:
     reference_ms: Timing
     candidate_ms: Timing
     kept: list[tuple[int, list[torch.Tensor]]]
-    energy_j: float | None
-    power_w: float | None
-    reference_energy_j: float | None = None
     candidate_kernels: dict[str, int] = field(default_factory=dict)  # fewest launches per kernel in a timed call
 
 
@@ -71,13 +65,11 @@ def fresh_seed() -> int:
     return secrets.randbelow(2**31 - 1)
 
 
-def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, meter: EnergyMeter | None,
-           first: bool) -> None:
+def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool) -> None:
     budget_s = cfg.max_timing_s / 4
     seed = fresh_seed()
     conn.send({"cmd": "time", "variant": 0, "seed": seed, "warmup_ms": cfg.warmup_ms if first else 0.0})
     start = time.perf_counter()
-    energy0 = meter.read_j() if meter and not first else None
     previous = None
     calls = 0
     while True:
@@ -103,21 +95,17 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         if next_seed is None:
             final, _ = conn.recv(cfg.run_timeout_s, "finishing its timed calls")
             rec.saw_kernels({str(k): int(n) for k, n in (final.get("kernels") or {}).items()})
+            rec.left_running_ms.append(float(final.get("left_running_ms") or 0.0))
             break
         seed = next_seed
     elapsed = time.perf_counter() - start
     rec.spent_s += elapsed
     rec.blocks += 1
-    if energy0 is not None and meter is not None:
-        energy1 = meter.read_j()
-        if energy1 is not None:
-            rec.energy_j += energy1 - energy0
-            rec.energy_calls += calls
-            rec.energy_s += elapsed
 
 
-def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig, device_kind: str,
-            meter: EnergyMeter | None = None) -> Measurement:
+def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
+            device_kind: str) -> Measurement:
+    """Both sides timed; energy is metered separately (energy.py)."""
     ref, cand = SideRecord(), SideRecord()
     keep_budget = max(1, cfg.timing_recheck_reps)
     sides = [(reference, ref, 0), (candidate, cand, keep_budget)]
@@ -127,24 +115,20 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         random.shuffle(sides)
         for conn, rec, keeps in sides:
             if not rec.done(cfg):
-                _block(conn, rec, cfg, keeps, meter, first=rec.blocks == 0)
+                _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
-        _block(candidate, cand, cfg, keep_budget, None, first=False)
+        _block(candidate, cand, cfg, keep_budget, first=False)
     _cross_check(ref, cand, device_kind)
-    energy = power = None
-    if cand.energy_calls:
-        energy = cand.energy_j / cand.energy_calls
-        power = cand.energy_j / cand.energy_s if cand.energy_s > 0 else None
-    ref_energy = ref.energy_j / ref.energy_calls if ref.energy_calls else None
+    _refuse_work_left_running(cand)
     return Measurement(Timing.from_samples(ref.samples_ms), Timing.from_samples(cand.samples_ms), cand.kept,
-                       energy, power, ref_energy, cand.kernels or {})
+                       cand.kernels or {})
 
 
 def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:
     """One more side timed by the same protocol (the torch.compile baseline)."""
     rec = SideRecord()
     while not rec.done(cfg):
-        _block(conn, rec, cfg, 0, None, first=rec.blocks == 0)
+        _block(conn, rec, cfg, 0, first=rec.blocks == 0)
     return Timing.from_samples(rec.samples_ms)
 
 
@@ -174,6 +158,23 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
                       f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
 
 
+LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this
+LEFT_RUNNING_SHARE = 0.25
+
+
+def _refuse_work_left_running(cand: SideRecord) -> None:
+    """Refuse a candidate whose calls return before their work is done: the device stays busy after the call's end
+    mark on the current stream (work on a side stream the current stream never waits for). Its outputs are not ready
+    for a caller on that stream, and its timings would miss the work. Judged on the median over blocks."""
+    if not cand.left_running_ms or not cand.samples_ms:
+        return
+    left = statistics.median(cand.left_running_ms)
+    if left > max(LEFT_RUNNING_FLOOR_MS, LEFT_RUNNING_SHARE * statistics.median(cand.samples_ms)):
+        raise Refused(Status.REJECTED,
+                      f"the device kept working {left:.3f} ms after the candidate's calls returned (work on another "
+                      "stream that the current stream does not wait for): its outputs are not ready when it returns")
+
+
 def _iqr(xs: list[float]) -> float:
     t = Timing.from_samples(xs)
     return t.iqr_ms
@@ -192,4 +193,5 @@ def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig)
                          "a batch of calls")
             walls.append((time.perf_counter() - t0) * 1e3)
         estimates.append(max(walls[1] - walls[0], 0.0) / k)
+    conn.request({"cmd": "check"}, cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
     return statistics.median(estimates)

@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from evaluator.native_spec import NativeSpec
 
@@ -79,15 +79,17 @@ def compiler_version(exe: str) -> str:
 
 def entry_key(spec: NativeSpec) -> str:
     exe = compiler(spec.language) or "none"
-    toolchain = {"format": BUILD_FORMAT, "compiler": compiler_version(exe) if exe != "none" else exe}
+    toolchain = {"format": BUILD_FORMAT, "compiler": compiler_version(exe) if exe != "none" else exe,
+                 "recipe": command(spec, "CC", ["SOURCES"], "OUTPUT")}  # default flags changed: another build
     return hashlib.sha256(json.dumps({"spec": spec.digest, "toolchain": toolchain}, sort_keys=True).encode()).hexdigest()
 
 
 def command(spec: NativeSpec, exe: str, sources: Sequence[str], output: str) -> list[str]:
-    """The compiler's command line: the spec's flags (an allow-list), a default standard and -O2 where it names none,
+    """The compiler's command line: the spec's flags (an allow-list), a default standard (C11 or C++17 with GNU
+    extensions, so M_PI and POSIX names are declared, as gcc does by default) and -O2 where it names none,
     a position-independent shared library, no undefined symbols left (a clear error now, not at load), -lm."""
     flags = list(spec.flags)
-    defaults = ["-std=c17" if spec.language == "c" else "-std=c++17"] if not any(
+    defaults = ["-std=gnu11" if spec.language == "c" else "-std=gnu++17"] if not any(
         f.startswith("-std=") for f in flags) else []
     if not any(f.startswith("-O") for f in flags):
         defaults.append("-O2")
@@ -229,7 +231,7 @@ class NativeCache:
 
     def _store(self, key: str, spec: NativeSpec, outcome: Outcome, context: str) -> None:
         staging = Path(tempfile.mkdtemp(prefix="entry-", dir=self.base / "tmp"))
-        record = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
+        record: dict[str, Any] = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
                   "status": outcome.status, "log": outcome.log, "library": None, "context": context,
                   "build_id": uuid.uuid4().hex}
         if outcome.status == "built":

@@ -1,8 +1,10 @@
 """Nsight Compute feedback for the agents: a fixed set of named metrics for the candidate's own kernels.
 
-Where a GPU and `ncu` exist, a one-off sandboxed process (`python -m evaluator.ncu_target JOB_DIR`) loads the task
-and the candidate, calls the model once inside an NVTX range named `opforge`, and `ncu` (outside the sandbox) records
-the metrics of the kernels launched inside that range only, so input generation and the L2 flush are not profiled.
+Where a GPU and `ncu` exist, a one-off sandboxed process (`python -m evaluator.ncu_target JOB_DIR`, hardened as a
+candidate worker) loads the task and the candidate, calls the model once inside an NVTX range named `opforge`, and
+`ncu` (outside the sandbox) records the metrics of the kernels launched inside that range only, so input generation
+and the L2 flush are not profiled. ncu runs inside the device's timed phase (device_lock.py), in a session of its own
+killed whole once it is done or late; a failure is reported as one sentence (`NcuReport.problem`).
 The figures are advice for the judge, never part of a verdict.
 """
 
@@ -11,11 +13,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from evaluator import process_tree
 
 NCU_METRICS = (
     "gpu__time_duration.sum",
@@ -84,30 +93,106 @@ def parse_ncu_csv(text: str) -> dict[str, float]:
     return out
 
 
+PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
+
+
+@dataclass(frozen=True, slots=True)
+class NcuReport:
+    metrics: dict[str, float]
+    problem: str | None = None          # one sentence where ncu could not profile (reported, never swallowed)
+    dropped: tuple[str, ...] = ()       # metric names this ncu does not know, left out of a second run
+
+
+def ncu_command(ncu: str, target: list[str], log_file: str, metrics: Sequence[str]) -> list[str]:
+    """ncu's command line. `--clock-control none`: the GPU runs at the clocks the timings ran at (ncu locks them to
+    base clocks by default); `--print-units base`: durations in nanoseconds whatever their size; metrics of the
+    kernels inside the NVTX range only; every child process of the target followed."""
+    return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
+            "--metrics", ",".join(metrics), "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
+            "--target-processes", "all", "--log-file", log_file, *target]
+
+
+def unknown_metrics(output: str, metrics: Sequence[str]) -> list[str]:
+    """The metric names that ncu's error lines mention (a metric this ncu or this GPU does not know)."""
+    errors = [line for line in output.splitlines() if "==ERROR==" in line]
+    return [m for m in metrics if any(m in line for line in errors)]
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Run ncu in a session of its own; on timeout, or once it is done, its whole process group is killed (the
+    profiled process and anything it left behind)."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        out, code = b"", None
+    finally:
+        process_tree.kill_tree(proc.pid)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+    return code, out.decode(errors="replace")[-20000:]
+
+
 def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, init_seed: int, seed: int,
-                     timeout_s: float, isolation: str) -> dict[str, float]:
-    """Nsight Compute metrics of one call of the candidate; empty where ncu is missing or fails."""
+                     timeout_s: float, isolation: str, device: str = "cuda",
+                     build_cache: Any = None, gpu_memory_fraction: float = 0.0, build_answer: Any = None) -> NcuReport:
+    """Nsight Compute metrics of one call of the candidate. Empty metrics with no problem where ncu is missing;
+    with a one-sentence problem where it failed (permissions, timeout, the target refused or crashed). The target's
+    CUDA builds come from `build_cache` (the evaluation's), or from `build_answer` where given."""
     ncu = ncu_path()
     if ncu is None:
-        return {}
+        return NcuReport({})
+    from evaluator.ncu_builds import FileBuildServer
     from evaluator.sandbox import PROJECT_ROOT, _bwrap_prefix, bwrap_available, scrubbed_environment
     job = Path(tempfile.mkdtemp(prefix="opforge-ncu-"))
     try:
-        (job / "job.json").write_text(json.dumps({"task_source": task_source, "task_name": task_name,
-                                                  "candidate_source": candidate_source, "init_seed": init_seed,
-                                                  "seed": seed}))
+        (job / "job.json").write_text(json.dumps({
+            "task_source": task_source, "task_name": task_name, "candidate_source": candidate_source,
+            "init_seed": init_seed, "seed": seed, "device": device, "cpu_limit_s": int(timeout_s) + 60,
+            "gpu_memory_fraction": gpu_memory_fraction, "build_timeout_s": timeout_s}))
         target = [sys.executable, "-m", "evaluator.ncu_target", str(job)]
         if isolation != "process" and bwrap_available():
-            prefix = _bwrap_prefix("cuda")
-            target = prefix[:-1] + ["--ro-bind", str(job), str(job), "--"] + target
-        cmd = [ncu, "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS), "--nvtx", "--nvtx-include",
-               f"{NVTX_RANGE}/", "--target-processes", "all", "--log-file", str(job / "ncu.csv"), *target]
+            prefix = _bwrap_prefix(device)
+            target = prefix[:-1] + ["--bind", str(job), str(job), "--"] + target
         env = scrubbed_environment()
         env["PYTHONPATH"] = str(PROJECT_ROOT)
-        subprocess.run(cmd, env=env, cwd=job, timeout=timeout_s, capture_output=True)
-        report = job / "ncu.csv"
-        return parse_ncu_csv(report.read_text(errors="replace")) if report.exists() else {}
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        metrics, dropped = list(NCU_METRICS), list[str]()
+        if build_answer is None:
+            from evaluator.build_stage import BuildServer, build_mode
+            build_answer = BuildServer(build_cache, build_mode(device), isolation, "profile").answer
+        for _ in range(2):
+            report = job / "ncu.csv"
+            report.unlink(missing_ok=True)
+            with FileBuildServer(job, build_answer, timeout_s):
+                code, output = _run(ncu_command(ncu, target, str(report), metrics), env, job, timeout_s)
+            text = report.read_text(errors="replace") if report.exists() else ""
+            if code is None:
+                return NcuReport({}, f"Nsight Compute did not finish within {timeout_s:g} s", tuple(dropped))
+            if PERMISSION_ERROR in output + text:
+                return NcuReport({}, "Nsight Compute may not read the GPU's performance counters "
+                                     f"({PERMISSION_ERROR}): allow them for this user (NVreg_RestrictProfilingToAdminUsers=0) "
+                                     "or run as an administrator", tuple(dropped))
+            unknown = unknown_metrics(output + text, metrics)
+            if unknown and len(unknown) < len(metrics):
+                dropped += unknown
+                metrics = [m for m in metrics if m not in unknown]
+                continue
+            refused = [line for line in output.splitlines() if line.startswith("opforge-ncu-target:")]
+            if code != 0 and not text.strip():
+                why = refused[-1].removeprefix("opforge-ncu-target:").strip() if refused else f"exit status {code}"
+                return NcuReport({}, f"Nsight Compute's run failed: {why}", tuple(dropped))
+            return NcuReport(parse_ncu_csv(text), None if code == 0 else
+                             (refused[-1].removeprefix("opforge-ncu-target:").strip() if refused else
+                              f"Nsight Compute exited with status {code}"), tuple(dropped))
+        return NcuReport({}, "Nsight Compute does not know the metrics asked for", tuple(dropped))
+    except OSError as exc:
+        return NcuReport({}, f"Nsight Compute could not be started: {exc}")
     finally:
         shutil.rmtree(job, ignore_errors=True)

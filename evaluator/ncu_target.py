@@ -1,5 +1,9 @@
 """The process Nsight Compute profiles: one call of the candidate inside the NVTX range `opforge` (see ncu.py).
 
+It is hardened exactly as a candidate worker (`hardening.harden`: device warm-up, network namespace, no capabilities,
+limits, the GPU memory cap, the dispatch guard, the audit hook), and its load_inline builds come from the driver's
+build cache (`ncu_builds.py`). Exit status: 0 profiled, 3 refused (the reason on stderr), 1 the candidate did not load.
+
 Run as: python -m evaluator.ncu_target JOB_DIR   (JOB_DIR/job.json holds the task, the candidate and the seeds)
 """
 
@@ -10,46 +14,52 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import torch
 
 
-class _Quiet:
-    """A channel that only keeps the worker's last reply."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, Any] = {}
-
-    def send(self, header: dict[str, Any], tensors: Any = None) -> None:
-        self.last = header
-
-
 def main() -> None:
-    job = json.loads((Path(sys.argv[1]) / "job.json").read_text())
+    job_dir = Path(sys.argv[1])
+    job = json.loads((job_dir / "job.json").read_text())
+    device = str(job.get("device", "cuda"))
     os.chdir(tempfile.mkdtemp(prefix="opforge-ncu-target-"))
     from evaluator.guards import Guards
+    from evaluator.hardening import Limits, assert_fork_safe, harden
     from evaluator.ncu import NVTX_RANGE
-    from evaluator.worker import Worker
+    from evaluator.ncu_builds import FileChannel
+    from evaluator.worker import CANDIDATE_MODULE, Worker
 
+    assert_fork_safe()
     guards = Guards()
-    guards.install_launch_counters(cuda_available=True)
-    channel = _Quiet()
+    harden(device, "candidate", guards, Limits(cpu_s=int(job.get("cpu_limit_s", 0)),
+                                               gpu_memory_fraction=float(job.get("gpu_memory_fraction", 0.0))),
+           CANDIDATE_MODULE)
+    channel = FileChannel(job_dir, float(job.get("build_timeout_s", 300)))
     worker = Worker(channel, "candidate", guards)  # type: ignore[arg-type]
-    worker.cmd_load({"task_source": job["task_source"], "task_name": job["task_name"], "device": "cuda",
-                     "init_seeds": [job["init_seed"]], "candidate_source": job["candidate_source"]})
+    worker.cmd_load({"task_source": job["task_source"], "task_name": job["task_name"], "device": device,
+                     "init_seeds": [job["init_seed"]], "candidate_source": job["candidate_source"],
+                     "builds": True, "build_mode": "link"})
     if channel.last.get("status") != "ready":
-        raise SystemExit(1)
+        print(f"opforge-ncu-target: {channel.last.get('status')}: {channel.last.get('reason')}", file=sys.stderr)
+        raise SystemExit(3 if channel.last.get("status") == "rejected" else 1)
     model = worker._model(0)
-    assert worker.rt is not None
+    assert worker.rt is not None and worker.timer is not None
+    timer = worker.timer
     inputs = worker.rt.inputs(0, int(job["seed"]))
+    cuda = device == "cuda"
     with torch.no_grad():
         model(*inputs)  # compile and warm outside the profiled range
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push(NVTX_RANGE)
+        timer.sync()
+        if cuda:
+            torch.cuda.nvtx.range_push(NVTX_RANGE)
         model(*inputs)
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
+        timer.sync()
+        if cuda:
+            torch.cuda.nvtx.range_pop()
+    problem = worker._refuse_reason()
+    if problem:
+        print(f"opforge-ncu-target: rejected: {problem}", file=sys.stderr)
+        raise SystemExit(3)
 
 
 if __name__ == "__main__":

@@ -94,10 +94,11 @@ PR_SET_DUMPABLE = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def set_undumpable() -> bool:
-    """Make this process's /proc entries (environ, mem, ...) unreadable to processes without CAP_SYS_PTRACE."""
+def set_undumpable(dumpable: bool = False) -> bool:
+    """Make this process's /proc entries (environ, mem, ...) unreadable to processes without CAP_SYS_PTRACE (or,
+    with `dumpable`, readable again: a fresh worker must write its own /proc/self/uid_map)."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 

@@ -1,13 +1,15 @@
 """The timing protocol: one timed call (inside a worker) and the statistics the driver stops on.
 
-CPU: a monotonic nanosecond clock around the call. GPU: CUDA events around the call followed by a device-wide
-synchronize (so work left on side streams is inside the measurement), with the L2 cache flushed before each call.
-Every primitive is captured when this module is imported, before any candidate code exists.
+One code path for every device, its clock injected: CPU, a monotonic nanosecond clock around the call; GPU, CUDA
+events on the current stream around the call after an L2 flush (as `triton.testing.do_bench`). A device-wide
+synchronize after the end mark tells how long work left on other streams kept the device busy (a fact the driver
+judges). Every primitive is captured when the timer is built, before any candidate code exists.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from typing import Any, Callable
@@ -18,51 +20,152 @@ _now_ns = time.perf_counter_ns
 L2_FLUSH_BYTES = 256 * 2**20  # at least twice the L2 of current GPUs (H100: 50 MiB, B200: 126 MiB)
 
 
-class CallTimer:
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.cuda = device.type == "cuda"
-        if self.cuda:
-            self._sync: Callable[[], None] = torch._C._cuda_synchronize
-            self._event = torch.cuda.Event
-            self._record = torch.cuda.Event.record
-            self._elapsed = torch.cuda.Event.elapsed_time
-            self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-            self._reset_persisting_l2 = _persisting_l2_reset()
+class HostClock:
+    """The CPU's clock: marks are host nanoseconds; nothing to flush or wait for."""
+
+    resolution_ms = 1e-6
+
+    def flush(self) -> None:
+        pass
+
+    def mark(self) -> int:
+        return _now_ns()
 
     def sync(self) -> None:
-        if self.cuda:
-            self._sync()
+        pass
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return (end - start) / 1e6
+
+
+class CudaEventClock:
+    """CUDA events recorded on the current stream, as `triton.testing.do_bench` times: the L2 flush before each call
+    keeps the GPU busy while the host enqueues the start event, the call's launches and the end event, so host launch
+    latency is hidden and no synchronisation wake-up falls inside the measurement."""
+
+    resolution_ms = 0.5e-3  # cudaEventElapsedTime: about half a microsecond
+
+    def __init__(self, device: torch.device):
+        self._sync: Callable[[], None] = torch._C._cuda_synchronize
+        self._event = torch.cuda.Event
+        self._record = torch.cuda.Event.record
+        self._elapsed = torch.cuda.Event.elapsed_time
+        self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        self._zero = torch.Tensor.zero_
+        self._reset_persisting_l2 = _persisting_l2_reset()
+
+    def flush(self) -> None:
+        self._reset_persisting_l2()  # lines pinned with an access-policy window survive an ordinary flush
+        self._zero(self._flush_buf)
+
+    def mark(self) -> Any:
+        event = self._event(enable_timing=True)
+        self._record(event)
+        return event
+
+    def sync(self) -> None:
+        self._sync()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(self._elapsed(start, end))
+
+
+CALIBRATION_REPS = 25
+
+
+class CallTimer:
+    """One timed call, the same code on every device; only the clock differs (`HostClock`, `CudaEventClock`, or a
+    recording fake in the tests). The empty call's median is calibrated once and subtracted from every call.
+
+    After each call the timer also records how long the device kept working after the call's end mark (work left on
+    another stream, which a mark on the current stream does not wait for): `left_running_ms`, a fact the driver judges.
+    """
+
+    def __init__(self, device: torch.device, clock: Any = None):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.clock = clock if clock is not None else (CudaEventClock(device) if self.cuda else HostClock())
+        self.overhead_ms = 0.0         # the empty call's median, end mark minus start mark
+        self.settle_overhead_ms = 0.0  # the empty call's median, settled mark (after a device-wide sync) minus start
+        self.left_running_ms = 0.0     # of the last call
+
+    def sync(self) -> None:
+        self.clock.sync()
+
+    def _raw(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, float, Any]:
+        clock = self.clock
+        clock.flush()
+        start = clock.mark()
+        out = fn(*args)
+        end = clock.mark()
+        clock.sync()  # everything on the device, side streams included
+        settled = clock.mark()
+        clock.sync()
+        return clock.elapsed_ms(start, end), clock.elapsed_ms(start, settled), out
+
+    def calibrate(self, reps: int = CALIBRATION_REPS) -> float:
+        """Time an empty call `reps` times; its median is what the timer itself costs. Returns it."""
+        def empty() -> None:
+            return None
+        runs = [self._raw(empty, []) for _ in range(reps)]
+        self.overhead_ms = statistics.median(r[0] for r in runs)
+        self.settle_overhead_ms = statistics.median(r[1] for r in runs)
+        return self.overhead_ms
 
     def time_call(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, Any]:
-        """Milliseconds of one call, and its result."""
-        if not self.cuda:
-            t0 = _now_ns()
-            out = fn(*args)
-            t1 = _now_ns()
-            return (t1 - t0) / 1e6, out
-        self._reset_persisting_l2()  # lines pinned with an access-policy window survive an ordinary flush
-        self._flush_buf.zero_()
-        start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-        self._sync()
-        self._record(start)
-        out = fn(*args)
-        self._sync()
-        self._record(end)
-        self._sync()
-        return float(self._elapsed(start, end)), out
+        """Milliseconds of one call (the empty call's cost taken off), and its result."""
+        raw_ms, settled_ms, out = self._raw(fn, args)
+        ms = max(raw_ms - self.overhead_ms, self.clock.resolution_ms)
+        self.left_running_ms = max(0.0, (settled_ms - self.settle_overhead_ms) - ms)
+        return ms, out
+
+
+def back_to_back(fn: Callable[..., Any], args: list[Any], timer: CallTimer, seconds: float) -> int:
+    """Calls `fn(*args)` back to back for at least `seconds` after one warm call, synchronising only at the ends (the
+    energy loop, energy.py); returns how many calls were counted."""
+    fn(*args)
+    timer.sync()
+    calls, end_ms = 0, now_ms() + seconds * 1e3
+    while now_ms() < end_ms:
+        fn(*args)
+        calls += 1
+    timer.sync()
+    return calls
+
+
+def loaded_libcudart(maps_text: str) -> list[str]:
+    """Paths of the CUDA runtime libraries mapped into a process, from its /proc/self/maps text (the one torch loaded
+    comes first: a second runtime opened by name could be another version, with its own context state)."""
+    seen: dict[str, None] = {}
+    for line in maps_text.splitlines():
+        path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
+        if os.path.basename(path).startswith("libcudart") and ".so" in path:
+            seen.setdefault(path.strip(), None)
+    return list(seen)
+
+
+def libcudart_candidates() -> list[str]:
+    """Where to look for libcudart, best first: already loaded, torch's own lib folder, the nvidia-* wheels, the
+    loader's search path."""
+    import ctypes.util
+    import glob
+    try:
+        with open("/proc/self/maps") as f:
+            found = loaded_libcudart(f.read())
+    except OSError:
+        found = []
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    found += sorted(glob.glob(os.path.join(torch_lib, "libcudart*.so*")))
+    found += sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch_lib)), "nvidia", "*", "lib",
+                                           "libcudart.so*")))
+    by_loader = ctypes.util.find_library("cudart")
+    return found + ([by_loader] if by_loader else []) + ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
 
 
 def _persisting_l2_reset() -> Callable[[], None]:
     """cudaCtxResetPersistingL2Cache from the CUDA runtime that torch loaded, or a no-op where it cannot be found."""
     import ctypes
-    import glob
-    import os
-    candidates = ["libcudart.so", "libcudart.so.12", "libcudart.so.13"]
-    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    candidates += glob.glob(os.path.join(torch_lib, "libcudart*.so*"))
-    candidates += glob.glob(os.path.join(os.path.dirname(torch_lib), "..", "nvidia", "cu*", "lib", "libcudart.so*"))
-    for name in candidates:
+    for name in libcudart_candidates():
         try:
             fn = ctypes.CDLL(name).cudaCtxResetPersistingL2Cache
         except (OSError, AttributeError):

@@ -50,7 +50,7 @@ def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict[str, Any]], l
 def decode_tensors(metas: list[dict[str, Any]], blobs: list[bytes]) -> list[torch.Tensor]:
     out = []
     for meta, raw in zip(metas, blobs, strict=True):
-        dtype = _DTYPES.get(meta.get("dtype"))
+        dtype = _DTYPES.get(str(meta.get("dtype")))
         if dtype is None:
             raise ProtocolError(f"unsupported tensor dtype {meta.get('dtype')!r}")
         shape = [int(s) for s in meta["shape"]]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -25,29 +24,7 @@ from evaluator import process_tree
 def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
         raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    # OpenMP threads that finished a parallel region spin ~0.1 ms, then sleep: an honest OpenMP kernel's idle pool
-    # (PyTorch's and a native candidate's alike) is never mistaken for work running in the background between calls,
-    # and OMP_WAIT_POLICY=active in the caller's environment cannot make it so.
-    os.environ.pop("OMP_WAIT_POLICY", None)
-    os.environ["GOMP_SPINCOUNT"] = "100000"
-
-
-def _set_limits(memory_bytes: int, cpu_s: int) -> None:
-    def lower(which: int, value: int) -> None:
-        soft, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            pass
-    if memory_bytes > 0:
-        lower(resource.RLIMIT_AS, memory_bytes)
-    if cpu_s > 0:
-        lower(resource.RLIMIT_CPU, cpu_s)
-    lower(resource.RLIMIT_CORE, 0)
-    lower(resource.RLIMIT_FSIZE, 4 * 2**30)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; sandbox.openmp_environment decides
 
 
 def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) -> None:
@@ -70,15 +47,13 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     from evaluator.worker import Worker
 
     from evaluator.guards import Guards
+    from evaluator.hardening import Limits, assert_fork_safe, harden
+    from evaluator.worker import CANDIDATE_MODULE
+    assert_fork_safe()
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
-    guards.install_launch_counters(cuda_available=request["device"] == "cuda")
-    if role == "candidate":
-        process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
-        process_tree.drop_capabilities()
-        _set_limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)))
-        guards.install_dispatch_guard()
-        from evaluator.worker import CANDIDATE_MODULE
-        guards.install_audit_hook(CANDIDATE_MODULE)  # last: nothing after it needs frames
+    limits = Limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)),
+                    float(request.get("gpu_memory_fraction", 0.0)))
+    harden(request["device"], role, guards, limits, CANDIDATE_MODULE)
     channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])
     Worker(channel, role, guards).serve()
 
@@ -98,12 +73,20 @@ def main() -> None:
     import evaluator.native  # noqa: F401 - load_c, served by the build stage in candidate workers
     import torch.profiler  # noqa: F401
 
-    if role == "candidate":
+    try:  # PyTorch's own lazily registered kernels (vmap's decompositions), before any snapshot or guard
+        from torch._functorch.predispatch import lazy_load_decompositions
+        lazy_load_decompositions()
+    except ImportError:
+        pass
+    from evaluator.hardening import assert_fork_safe
+    assert_fork_safe()  # the warm imports above must not have started CUDA
+    if role == "candidate" and device == "cpu":
+        # On a GPU the table is taken after the device is warmed up in the worker: CUDA's start registers kernels.
         evaluator.guards.prime_dispatch_snapshot()
     control = socket.socket(fileno=control_fd)
     process_tree.set_subreaper()
-    if role == "reference":
-        process_tree.set_undumpable()  # it holds the driver's full environment
+    # The reference zygote holds the driver's full environment; the candidate zygote every worker's nonce.
+    process_tree.set_undumpable()
     children: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     control.sendall(b'{"ready": true}\n')

@@ -30,7 +30,9 @@ from benchmarks import builtin_task, seed_for  # noqa: E402
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate, load_task  # noqa: E402
 from evaluator.result import DeviceInfo, Timing  # noqa: E402
 from evaluator.pool import LocalRunner, RayRunner, Runner  # noqa: E402
-from opforge.run.search import Budget, Progress, Search, start_run  # noqa: E402
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run  # noqa: E402
 from store import get_store  # noqa: E402
 
 
@@ -104,9 +106,9 @@ def bench(kind: str, task: Task, seed: Candidate, evals: int, workers: int, cfg:
         runner = make_runner(kind, workers)
         try:
             budget = Budget(evals)
-            run = start_run(store, task, seed, {"coder": "instant"}, budget)
-            Search(store, run.id, task, InstantProposer(seed, 4 * evals), runner, cfg, budget,
-                   on_progress=on_progress).run()
+            run = start_run(store, task, seed, RunConfig(), budget)
+            Search(store, run.id, task, Proposing(InstantProposer(seed, 4 * evals)), runner,
+                   SearchSettings(cfg, budget), on_progress=on_progress).run()
             end = time.monotonic()
         finally:
             runner.close()

@@ -2,18 +2,19 @@
 
     store = get_store("sqlite:///opforge.db")        # or a file path, or postgresql://..., or None for $OPFORGE_DB
     task = store.add_task(load_task("softmax.py"))
-    run = store.create_run(task.id, config={...}, budget={"max_evals": 200})
+    run = store.create_run(task.id, config={...}, budget={"max_candidates": 200})  # opforge.run.search.Budget
     record, new = store.add_candidate(run.id, task.id, candidate, generation=0, island=0)
 """
 
 from __future__ import annotations
 
 from store.engine import DEFAULT_URL, ENV_VAR, check_reachable, make_engine, resolve_url
-from store.errors import StoreError
+from store.errors import StoreError, UnknownId
 from store.records import (
     ArchiveEntry,
     BenchRecord,
     CandidateRecord,
+    DevicePeaks,
     EvaluationRecord,
     JobRecord,
     JobState,
@@ -47,7 +48,8 @@ def get_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "JobRecord", "JobState", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
-    "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "get_store", "head_revision",
-    "upgrade",
+    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "DevicePeaks", "EvaluationRecord",
+    "JobRecord", "JobState", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
+    "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "UnknownId", "get_store",
+    "head_revision", "upgrade",
 ]

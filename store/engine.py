@@ -65,7 +65,7 @@ def make_engine(url: URL) -> Engine:
 def _sqlite_engine(url: URL) -> Engine:
     memory = url.database in (None, "", ":memory:")
     if not memory:
-        parent = Path(url.database).expanduser().resolve().parent
+        parent = Path(str(url.database)).expanduser().resolve().parent
         if not parent.is_dir():
             raise StoreError(f"Cannot open the database {display(url)}: the folder {parent} does not exist.")
     kwargs: dict = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}}

@@ -11,14 +11,15 @@ from evaluator.candidate import Candidate
 from evaluator.result import EvalResult
 from evaluator.task import Task
 from store import queries, queue, writes
-from store.codec import bench_record, candidate_record, llm_call_record, run_record, task_record
+from store.codec import bench_record, candidate_record, device_peaks_record, llm_call_record, run_record, task_record
 from store.dialect import insert
 from store.engine import display, session_scope
-from store.errors import StoreError
+from store.errors import StoreError, UnknownId
 from store.records import (
     ArchiveEntry,
     BenchRecord,
     CandidateRecord,
+    DevicePeaks,
     EvaluationRecord,
     LLMCallRecord,
     LLMUsage,
@@ -28,7 +29,7 @@ from store.records import (
     ScoredCandidate,
     TaskRecord,
 )
-from store.rows import BenchRow, CandidateRow, LLMCallRow, RunRow, TaskRow, utcnow
+from store.rows import BenchRow, CandidateRow, DevicePeakRow, LLMCallRow, RunRow, TaskRow, utcnow
 from store import jobs as job_queue  # the work queue's SQL (`opforge worker`)
 from store.codec import job_record
 from store.records import JobRecord, JobState
@@ -65,7 +66,7 @@ class Store:
     def _get(self, s: Session, row_type: type, ident: int, what: str) -> Any:
         row = s.get(row_type, ident)
         if row is None:
-            raise StoreError(f"The database {self.url} has no {what} with id {ident}.")
+            raise UnknownId(self.url, what, ident)
         return row
 
     # --- tasks ---------------------------------------------------------------------------------------------------
@@ -80,6 +81,18 @@ class Store:
     def get_task(self, task_id: int) -> TaskRecord:
         with self._session() as s:
             return task_record(self._get(s, TaskRow, task_id, "task"))
+
+    def set_device_peaks(self, device: str, copy_gbps: float, peak_gflops: float, threads: int) -> DevicePeaks:
+        """Keep a device's measured copy bandwidth and peak FLOP/s (a new measurement replaces the old one)."""
+        with self._session(write=True) as s:
+            return device_peaks_record(s.merge(DevicePeakRow(device=device, copy_gbps=copy_gbps,
+                                                             peak_gflops=peak_gflops, threads=threads,
+                                                             measured_at=utcnow())))
+
+    def device_peaks(self, device: str) -> DevicePeaks | None:
+        with self._session() as s:
+            row = s.get(DevicePeakRow, device)
+            return device_peaks_record(row) if row is not None else None
 
     # --- runs ----------------------------------------------------------------------------------------------------
     def set_task_work(self, task_id: int, flops: float | None, min_bytes: int | None,
@@ -261,11 +274,13 @@ class Store:
         with self._session() as s:
             return queries.evaluations_of(s, candidate_id)
 
-    def archive(self, device: str | None = None, exclude_run_id: int | None = None) -> list[ArchiveEntry]:
-        """Every task's fastest correct kernel in the store, on one device name if given, not counting one run's
-        own measurements (a run drawing on the archive should not find itself)."""
+    def archive(self, device: str | None = None, exclude_run_id: int | None = None,
+                backend: str | None = None) -> list[ArchiveEntry]:
+        """Every task's fastest correct kernel in the store, on one device name if given, of one backend if given
+        (a native CPU run is not seeded with Triton kernels, nor the reverse), not counting one run's own
+        measurements (a run drawing on the archive should not find itself)."""
         with self._session() as s:
-            return queries.archive(s, device, exclude_run_id)
+            return queries.archive(s, device, exclude_run_id, backend)
 
     def top_k(self, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
         """The task's k fastest correct candidates across runs, by speedup, optionally on one device name."""
@@ -341,7 +356,8 @@ class Store:
         _check_lease(lease_s)
         with self._session(write=True) as s:
             job_id = job_queue.claim(s, worker, lease_s, max_attempts)
-            return None if job_id is None else job_record(job_queue.row(s, job_id))
+            row = None if job_id is None else job_queue.row(s, job_id)
+            return None if row is None else job_record(row)
 
     def heartbeat_job(self, job_id: int, worker: str, lease_s: float) -> JobRecord:
         """Renew `worker`'s lease for `lease_s` seconds from now, if it still holds the job; returns the job as it
@@ -376,7 +392,7 @@ class Store:
     def _job_row(self, s: Session, job_id: int) -> JobRecord:
         found = job_queue.row(s, job_id)
         if found is None:
-            raise StoreError(f"The database {self.url} has no job with id {job_id}.")
+            raise UnknownId(self.url, "job", job_id)
         return job_record(found)
 
 

@@ -22,7 +22,7 @@ from store.codec import (
     result_columns,
 )
 from store.dialect import insert
-from store.errors import StoreError
+from store.errors import UnknownId
 from store.records import CandidateRecord, EvaluationRecord
 from store.rows import CandidateRow, EvaluationRow, LLMCallRow, RunRow, utcnow
 
@@ -70,7 +70,7 @@ def insert_results(
     ids = {cid for cid, _ in chunk}
     task_of = {cid: tid for cid, tid in session.execute(select(C.c.id, C.c.task_id).where(C.c.id.in_(ids)))}
     if missing := sorted(ids - task_of.keys()):
-        raise StoreError(f"The database {url} has no candidate with id {missing[0]}.")
+        raise UnknownId(url, "candidate", missing[0])
     now = utcnow()
     values = [{"candidate_id": cid, "task_id": task_of[cid], "run_id": run_id, "created_at": now, **result_columns(res)}
               for cid, res in sorted(chunk, key=lambda item: (item[0], item[1].device.name))]

@@ -20,7 +20,9 @@ from evaluator import Candidate, EvalConfig, load_candidate, load_task
 from evaluator.pool import LocalRunner
 from opforge.run import archive
 from opforge.reports.run_summary import run_report
-from opforge.run.search import Budget, Search, start_run
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Search, SearchSettings, start_run
 from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,22 +104,23 @@ def test_a_second_run_starts_from_the_first_runs_best_and_says_so(tmp_path):
     task = load_task(TASK)
     runner = LocalRunner(workers=2)
     try:
-        first = start_run(store, task, _slow_seed(), {"coder": "tune"}, Budget(4),
+        first = start_run(store, task, _slow_seed(), RunConfig(), Budget(4),
                           use_archive=True)
         assert first.config["archive"] == {"enabled": True, "seeds": [], "inspirations": []}
-        best_first = Search(store, first.id, task, TuneProposer(seed=1), runner, FAST, Budget(4), oversample=4
-                            ).run().best
+        best_first = Search(store, first.id, task, Proposing(TuneProposer(seed=1), oversample=4), runner,
+                            SearchSettings(FAST, Budget(4))).run().best
         assert best_first.candidate_id != 1, "the tuner did not beat a seed with 1/16 of its usual block size"
-        second = start_run(store, task, _slow_seed(), {"coder": "tune"}, Budget(3), use_archive=True)
+        second = start_run(store, task, _slow_seed(), RunConfig(), Budget(3), use_archive=True)
         [offered] = second.config["archive"]["seeds"]
         assert offered["candidate_id"] == best_first.candidate_id and offered["run_id"] == first.id
         starting = [sc.candidate.id for sc in store.history(second.id)]  # the seed and the archived best, queued
         assert starting == [1, best_first.candidate_id]
-        Search(store, second.id, task, TuneProposer(seed=2), runner, FAST, Budget(3), oversample=4).run()
+        Search(store, second.id, task, Proposing(TuneProposer(seed=2), oversample=4), runner,
+               SearchSettings(FAST, Budget(3))).run()
         report = run_report(store, second.id)
         assert any(m.candidate_id == best_first.candidate_id for m, _ in report.drew_on_archive)
         assert any(f"#{best_first.candidate_id}" in line for line in report.archive_lines())
-        alone = start_run(store, task, _slow_seed(), {"coder": "tune"}, Budget(3))
+        alone = start_run(store, task, _slow_seed(), RunConfig(), Budget(3))
         assert alone.config["archive"] == {"enabled": False}
         assert [sc.candidate.id for sc in store.history(alone.id)] == [1]
     finally:

@@ -1,7 +1,8 @@
 """The built-in suites ("tiny", "ops" and their union "all"): the loader finds them; every task is sound and not
 degenerate (finite, varied, seed-dependent, every input and every weight matters, small odd-sized shape variants);
 and every seed is a correct, tunable Triton kernel on every shape variant and both input distributions under the
-interpreter. One harness for every suite, so a new suite gets every check."""
+interpreter; and every task has a native C seed (`NAME.cpp.py`) that is correct on the benchmark shape and every
+variant, launches its C kernel and is tunable. One harness for every suite, so a new suite gets every check."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -23,7 +25,7 @@ if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the
     sys.path.insert(0, str(ROOT))
 
 from agents.tuner import describe_tunables  # noqa: E402
-from benchmarks import SUITES_DIR, builtin_task, list_suites, seed_for, suite_tasks  # noqa: E402
+from benchmarks import SUITES_DIR, builtin_task, list_suites, seed_for, seed_path, suite_tasks  # noqa: E402
 from evaluator.policy import check_source  # noqa: E402
 
 TINY_NAMES = {
@@ -124,13 +126,26 @@ def test_tiny_suite_holds_the_expected_tasks_each_with_a_seed():
 
 
 def test_suite_tasks_reads_any_folder_in_natural_order_skipping_seeds_and_init(tmp_path):
-    for name in ["10_b.py", "2_a.py", "2_a.seed.py", "__init__.py", "notes.txt"]:
+    for name in ["10_b.py", "2_a.py", "2_a.seed.py", "2_a.cpp.py", "__init__.py", "notes.txt"]:
         (tmp_path / name).write_text("")
     tasks = suite_tasks(str(tmp_path))
     assert [p.name for p in tasks] == ["2_a.py", "10_b.py"]
     assert seed_for(tasks[0]) == tmp_path / "2_a.seed.py"
     assert seed_for(tasks[1]) is None
     assert suite_tasks(tmp_path) == tasks
+    assert seed_path(tasks[0], "cpp") == tmp_path / "2_a.cpp.py"
+    assert seed_path(tasks[1], "cpp") is None and seed_path(tasks[0], "cuda") is None
+
+
+def test_seed_path_finds_each_backends_seed_by_task_name_or_path():
+    relu = builtin_task("relu")
+    assert seed_path("relu", "triton") == seed_path(relu, "triton") == relu.with_name("relu.seed.py")
+    assert seed_path("tiny/relu", "cpp") == seed_path(str(relu), "cpp") == relu.with_name("relu.cpp.py")
+    assert seed_path("relu", "cuda") is None  # no built-in CUDA seeds yet
+    with pytest.raises(ValueError, match="Unknown backend 'rocm'"):
+        seed_path("relu", "rocm")
+    with pytest.raises(ValueError, match="no built-in task called 'nosuch'"):
+        seed_path("nosuch", "cpp")
 
 
 def test_suite_tasks_rejects_unknown_names_and_folders_without_tasks(tmp_path):
@@ -179,6 +194,24 @@ def test_every_seed_passes_the_static_policy_and_has_a_tunable():
         assert check_source(source) == [], f"{task.stem}: {check_source(source)}"
         assert "@triton.jit" in source, task.stem
         assert describe_tunables(source), f"{task.stem}: the tuner finds nothing to tune"
+
+
+# What a native seed's Python may call on torch: allocation (and the constructor's parameter initialisation, as in
+# the task). Everything the forward computes is done in C.
+NATIVE_TORCH_CALLS = {"empty", "empty_like", "randn", "rand"}
+
+
+def test_every_task_has_an_honest_tunable_native_seed():
+    for task in BUILTIN:
+        path = seed_path(task, "cpp")
+        assert path == task.with_name(f"{task.stem}.cpp.py"), f"{task.stem}: no native seed"
+        source = path.read_text()
+        assert check_source(source) == [], f"{task.stem}: {check_source(source)}"
+        assert "from evaluator.native import load_c" in source and "#pragma omp" in source, task.stem
+        calls = set(re.findall(r"\btorch\.(\w+)\(", source))
+        assert calls <= NATIVE_TORCH_CALLS, f"{task.stem}: computes with torch ({calls - NATIVE_TORCH_CALLS})"
+        assert "functional" not in source and "triton" not in source, task.stem
+        assert describe_tunables(source), f"{task.stem}: the tuner finds nothing to tune in the native seed"
 
 
 # --- the tasks -------------------------------------------------------------------------------------------------
@@ -272,7 +305,7 @@ def test_every_input_and_every_weight_influences_the_output(task_path):
 
 # --- the seeds (interpreted subprocesses, the tasks shared among them) ------------------------------------------
 
-SEED_CHECK = r"""
+TRITON_COUNTER = r"""
 import importlib.util, json, os, sys, traceback
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
@@ -287,7 +320,28 @@ def counting_run(self, *args, **kwargs):
         launches += 1
     return _run(self, *args, **kwargs)
 InterpretedFunction.run = counting_run
+interpreted = True
+"""
 
+# Native seeds run at the task's own (native-scale) benchmark shape; their C calls are counted by evaluator.native's
+# launch counter, the one the evaluator's worker reads.
+NATIVE_COUNTER = r"""
+import importlib.util, json, os, sys, traceback
+import torch
+import evaluator.native as native
+
+class Launches(dict):
+    def __setitem__(self, key, value):
+        global launches
+        launches += 1
+        super().__setitem__(key, value)
+
+launches = 0
+native._launches = Launches()
+interpreted = False
+"""
+
+SEED_CHECK = r"""
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -307,13 +361,15 @@ for task_path, seed_path in config["pairs"]:
     task, rows = load(task_path, "task_" + name), []
     seed = load(seed_path, "seed_" + name)
     tol = {"atol": __TOL__, "rtol": __TOL__, **(getattr(task, "TOLERANCE", None) or {})}
-    base = {key: getattr(task, key) for shape in getattr(task, "SHAPES", []) for key in shape}
+    interpreter_shape = getattr(task, "INTERPRETER_SHAPE", {}) if interpreted else {}  # the interpreter's shape
+    shapes = [interpreter_shape, *getattr(task, "SHAPES", [])]
+    base = {key: getattr(task, key) for shape in shapes for key in shape}
     plan = [({}, "task")] if config["benchmark_shape"] else []
     plan += [(dict(v), dist) for v in getattr(task, "SHAPES", []) for dist in ("task", "normal")]
     for overrides, dist in plan:
         row = {"variant": overrides, "distribution": dist}
         try:
-            for key, value in {**base, **overrides}.items():
+            for key, value in {**base, **(overrides or interpreter_shape)}.items():
                 setattr(task, key, value)
             init = task.get_init_inputs()
             torch.manual_seed(0)
@@ -347,16 +403,18 @@ for task_path, seed_path in config["pairs"]:
     results[seed_path] = rows
 print(json.dumps(results))
 """.replace("__TOL__", repr(DEFAULT_TOL))
+COUNTERS = {"triton": TRITON_COUNTER, "cpp": NATIVE_COUNTER}
 
 
 def run_seed_check(pairs: list[tuple[Path, Path]], benchmark_shape: bool = True, workers: int = 1,
-                   timeout_s: float = 900) -> dict:
-    """Check each (task, seed) pair in `workers` interpreted subprocesses running side by side."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+                   timeout_s: float = 900, backend: str = "triton") -> dict:
+    """Check each (task, seed) pair in `workers` subprocesses running side by side (Triton seeds interpreted)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"} if backend == "triton" else dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     shares = [pairs[i::workers] for i in range(workers)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", SEED_CHECK,
+            [sys.executable, "-c", COUNTERS[backend] + SEED_CHECK,
              json.dumps({"pairs": [[str(t), str(s)] for t, s in share], "benchmark_shape": benchmark_shape})],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
@@ -391,6 +449,44 @@ def test_seed_matches_task_on_every_shape_under_the_interpreter(task_path, seed_
         assert row["inputs_untouched"], f"{where}: the seed modified its inputs"
         assert row["close"], f"{where}: max abs error {row['max_abs_error']}"
         assert math.isfinite(row["max_abs_error"])
+
+
+@pytest.fixture(scope="module")
+def native_results() -> dict:
+    # One worker: each seed's OpenMP threads already use the cores.
+    return run_seed_check([(task, seed_path(task, "cpp")) for task in BUILTIN], backend="cpp")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_path", BUILTIN, ids=task_id)
+def test_native_seed_matches_task_on_the_benchmark_shape_and_every_variant(task_path, native_results):
+    module = load_task(task_path)
+    rows = native_results[str(seed_path(task_path, "cpp"))]
+    assert [row["variant"] for row in rows] == [{}] + [v for v in module.SHAPES for _ in ("task", "normal")]
+    for row in rows:
+        where = f"{task_path.stem} native {row['variant'] or 'benchmark shape'} ({row['distribution']} inputs)"
+        assert "error" not in row, f"{where}:\n{row['error']}"
+        assert row["launches"] >= 1, f"{where}: the seed called no C function"
+        assert row["same_count"] and row["same_shape"] and row["same_dtype"], where
+        assert row["inputs_untouched"], f"{where}: the seed modified its inputs"
+        assert row["close"], f"{where}: max abs error {row['max_abs_error']}"
+
+
+def test_native_seed_check_notices_a_torch_only_seed_and_a_wrong_kernel(tmp_path):
+    """The native check can fail: a 'seed' that calls no C function, and a C kernel off by one ulp-free constant."""
+    relu = builtin_task("relu")
+    torch_only = tmp_path / "torch_only.cpp.py"
+    torch_only.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    )
+    source = seed_path(relu, "cpp").read_text()
+    assert "x[i] : 0.0f" in source
+    leaky = tmp_path / "leaky.cpp.py"
+    leaky.write_text(source.replace("x[i] : 0.0f", "x[i] : 0.01f * x[i]"))
+    results = run_seed_check([(relu, torch_only), (relu, leaky)], benchmark_shape=False, backend="cpp")
+    assert all(row["launches"] == 0 and row["close"] for row in results[str(torch_only)])
+    assert all(row["launches"] >= 1 and row["same_shape"] and not row["close"] for row in results[str(leaky)])
 
 
 def test_seed_check_notices_a_kernel_free_seed_and_wrong_or_swapped_tuple_outputs(tmp_path):

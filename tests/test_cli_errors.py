@@ -248,3 +248,20 @@ def test_web_form_and_cli_judge_a_seed_kernel_by_one_rule(tmp_path: Path, capsys
     seed.write_text("x = 1\n")
     rc, _, cli_err = _run(capsys, "optimize", str(TASK), "--seed-kernel", str(seed), "--db", url)
     assert rc == 2 and str(err.value.args[-1]).split(": ", 1)[1] in cli_err
+
+
+def test_a_lost_command_module_fails_loudly(monkeypatch) -> None:  # noqa: ANN001
+    """A command whose module is missing must break the CLI (and its tests), not vanish from `opforge --help`."""
+    import opforge.cli.program as cli_main
+
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", (*cli_main.COMMAND_MODULES, "no_such_command"))
+    with pytest.raises(ModuleNotFoundError, match="no_such_command"):
+        cli_main.build_parser()
+
+
+def test_every_command_module_registers_its_command() -> None:
+    import opforge.cli.program as cli_main
+
+    parser = cli_main.build_parser()
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    assert set(cli_main.COMMAND_MODULES) <= set(sub.choices)  # `runs` registers `show` too

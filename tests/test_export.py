@@ -101,6 +101,8 @@ with warnings.catch_warnings(record=True) as caught:
     for shape in [(2, 16, 64), (2, 16, 64), (300, 64)]:   # a third dimension, then a size never evaluated
         y = torch.randn(*shape)
         assert torch.equal(m(y), torch.relu(y))
+from {package} import _library
+assert torch.equal(m(x), torch.relu(x)) and len(_library._bound) == 1  # bound once per kernel, config, device
 print(json.dumps({{"file": pkg.__file__, "stats": pkg.stats(),
                   "warnings": [(w.category.__name__, str(w.message)) for w in caught]}}))
 """
@@ -137,7 +139,7 @@ def test_exported_run_installs_in_a_fresh_venv_passes_its_tests_and_falls_back(e
     assert check.returncode == 0, check.stderr[-3000:]
     seen = json.loads(check.stdout.strip().splitlines()[-1])
     assert seen["file"].startswith(str(venv))
-    assert seen["stats"] == {"relu": {kernel["id"]: 1, "reference": 3}}
+    assert seen["stats"] == {"relu": {kernel["id"]: 2, "reference": 3}}
     fallbacks = [msg for category, msg in seen["warnings"] if category == "FallbackWarning"]
     assert len(fallbacks) == 1 and "x has 3 dimensions" in fallbacks[0], seen["warnings"]
 
@@ -270,6 +272,15 @@ def test_launches_are_traceable_only_when_every_use_is_a_launch():
     assert not kernel_info(helper).traceable  # a launched kernel also named inside another kernel
     run_method = seed.replace("mean_of_partials_kernel[(1,)](", "mean_of_partials_kernel.run(")
     assert not kernel_info(run_method).traceable
+    heuristics_outermost = seed.replace("@triton.jit\ndef row_squared_error_kernel",
+                                        "@triton.heuristics({'EVEN': lambda a: True})\n@triton.jit\n"
+                                        "def row_squared_error_kernel", 1)
+    assert heuristics_outermost != seed and kernel_info(heuristics_outermost).launches == info.launches
+    assert not kernel_info(heuristics_outermost).traceable  # wrap_triton takes a JITFunction or an Autotuner only
+    autotune_outermost = seed.replace("@triton.jit\ndef row_squared_error_kernel",
+                                      "@triton.autotune(configs=[], key=[])\n@triton.heuristics({'EVEN': lambda a: "
+                                      "True})\n@triton.jit\ndef row_squared_error_kernel", 1)
+    assert autotune_outermost != seed and kernel_info(autotune_outermost).traceable
     assert kernel_info("from torch.utils.cpp_extension import load_inline\n").language == "cuda"
     assert kernel_info("import torch\nclass ModelNew: pass\n").language == "torch"
 

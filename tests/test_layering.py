@@ -71,7 +71,7 @@ def test_no_module_imports_upward() -> None:
     ("store/x.py", "from agents.tuner import TuneProposer\n", "store is below agents"),
     ("evaluator/x.py", "import store.rows\n", "evaluator is below store"),
     ("benchmarks/x.py", "from opforge.run import archive\n", "benchmarks is below opforge"),
-    ("opforge/run/x.py", "from opforge.cli.main import main\n", "must not import the CLI"),
+    ("opforge/run/x.py", "from opforge.cli.program import main\n", "must not import the CLI"),
     ("opforge/run/x.py", "from opforge import reports\n", "must not import the CLI"),
     ("opforge/run/x.py", "from ..web import app\n", "must not import the CLI"),
 ])

@@ -12,7 +12,9 @@ from agents.tuner import TuneProposer
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, TaskError, load_candidate, load_task
 from evaluator.pool import LocalRunner, RayRunner, evaluate_safely
-from opforge.run.search import Budget, Search, start_run
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Search, SearchSettings, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"
@@ -108,8 +110,9 @@ def test_search_through_ray_with_two_cpu_actors(tmp_path, ray_runtime):
     assert runner.capacity == 2 and not runner.uses_gpus
     try:
         budget = Budget(4)
-        run = start_run(store, task, _seed(), {"coder": "tune"}, budget)
-        outcome = Search(store, run.id, task, TuneProposer(seed=3), runner, FAST, budget, oversample=4).run()
+        run = start_run(store, task, _seed(), RunConfig(), budget)
+        outcome = Search(store, run.id, task, Proposing(TuneProposer(seed=3), oversample=4), runner,
+                         SearchSettings(FAST, budget)).run()
         assert outcome.status == RunStatus.DONE and outcome.done == 4
         history = store.history(run.id)
         assert [sc.evaluation.result.status for sc in history] == [Status.OK] * 4

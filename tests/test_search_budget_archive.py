@@ -17,7 +17,9 @@ from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
 from opforge.cli.commands.runs import run_list, run_show
-from opforge.run.search import Budget, Search, start_run
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Search, SearchSettings, start_run
 from opforge.web import views
 from store import QueueState, get_store
 
@@ -61,11 +63,11 @@ def store(tmp_path):
 
 def _run(store, task, seed: Candidate, budget: int) -> tuple[int, DummyRunner]:
     runner = DummyRunner()
-    run = start_run(store, task, seed, {"coder": "tune"}, Budget(budget), use_archive=True,
+    run = start_run(store, task, seed, RunConfig(), Budget(budget), use_archive=True,
                     device=FAKE_DEVICE.name)
     try:
-        outcome = Search(store, run.id, task, TuneProposer(seed=0), runner, EvalConfig(), Budget(budget),
-                         oversample=4).run()
+        outcome = Search(store, run.id, task, Proposing(TuneProposer(seed=0), oversample=4), runner,
+                         SearchSettings(EvalConfig(), Budget(budget))).run()
     finally:
         runner.close()
     assert outcome.done == len(runner.submitted) == store.run_totals(run.id).queue.get("done", 0)
@@ -92,12 +94,13 @@ def test_archive_seeds_never_take_a_run_past_its_budget(store):
 
 def test_search_never_dispatches_past_the_budget_whatever_is_queued(store):
     task = load_task(TASK)
-    run = start_run(store, task, _seed(256), {"coder": "tune"}, Budget(1))
+    run = start_run(store, task, _seed(256), RunConfig(), Budget(1))
     extra = [store.add_candidate(run.id, run.task_id, _seed(b))[0].id for b in (512, 1024)]
     store.enqueue(run.id, extra)  # e.g. a queue left by an older version, or a resumed run
     runner = DummyRunner()
     try:
-        outcome = Search(store, run.id, task, TuneProposer(seed=0), runner, EvalConfig(), Budget(1)).run()
+        outcome = Search(store, run.id, task, Proposing(TuneProposer(seed=0)), runner,
+                         SearchSettings(EvalConfig(), Budget(1))).run()
     finally:
         runner.close()
     assert outcome.done == 1 and runner.submitted == [_seed(256).digest]

@@ -10,7 +10,9 @@ from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, Status, load_candidate, load_task
 from evaluator.pool import LocalRunner
-from opforge.run.search import Budget, Search, start_run
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Search, SearchSettings, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"  # 16 x 512: small enough for the interpreter
@@ -36,8 +38,9 @@ def test_search_on_cpu_records_every_verdict(tmp_path, runner):
     store = get_store(f"sqlite:///{tmp_path / 'runs.db'}")
     task = load_task(TASK)
     budget = Budget(4)
-    run = start_run(store, task, _relu_seed(), {"coder": "tune"}, budget)
-    outcome = Search(store, run.id, task, TuneProposer(seed=0), runner, FAST, budget, oversample=4).run()
+    run = start_run(store, task, _relu_seed(), RunConfig(), budget)
+    outcome = Search(store, run.id, task, Proposing(TuneProposer(seed=0), oversample=4), runner,
+                     SearchSettings(FAST, budget)).run()
 
     assert outcome.status == RunStatus.DONE and outcome.done == 4
     history = store.history(run.id)
@@ -63,8 +66,9 @@ def test_tuner_improves_a_badly_configured_seed(tmp_path, runner):
     store = get_store(f"sqlite:///{tmp_path / 'runs.db'}")
     task = load_task(TASK)
     budget = Budget(6)
-    run = start_run(store, task, _relu_seed(block=256, warps=1), {"coder": "tune"}, budget)
-    outcome = Search(store, run.id, task, TuneProposer(seed=0), runner, FAST, budget, oversample=4).run()
+    run = start_run(store, task, _relu_seed(block=256, warps=1), RunConfig(), budget)
+    outcome = Search(store, run.id, task, Proposing(TuneProposer(seed=0), oversample=4), runner,
+                     SearchSettings(FAST, budget)).run()
 
     history = store.history(run.id)
     seed_speedup = history[0].speedup

@@ -16,7 +16,9 @@ from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, TaskError, load_candidate, load_task
 from evaluator.result import DeviceInfo, Timing
 from opforge.run.progress import ProgressPrinter
-from opforge.run.search import Budget, Progress, Search, start_run
+from opforge.run.config import RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"
@@ -57,9 +59,9 @@ def setup(tmp_path):
 
 
 def _search(store, task, seed, budget: Budget, proposer=None, runner=None, **kw) -> tuple[Search, int]:
-    run = start_run(store, task, seed, {"coder": "test"}, budget)
-    search = Search(store, run.id, task, proposer or TuneProposer(seed=1), runner or DummyRunner(), EvalConfig(),
-                    budget, oversample=4, **kw)
+    run = start_run(store, task, seed, RunConfig(), budget)
+    search = Search(store, run.id, task, Proposing(proposer or TuneProposer(seed=1), oversample=4),
+                    runner or DummyRunner(), SearchSettings(EvalConfig(), budget), **kw)
     return search, run.id
 
 
@@ -164,3 +166,14 @@ def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_otherwise(s
     plain = outputs[False].splitlines()
     assert "\r" not in outputs[False] and len(plain) == 4  # the start, then one line per result
     assert plain[-1].startswith("run ") and "3/3 evaluated" in plain[-1] and "best" in plain[-1]
+
+
+def test_a_note_is_said_once_above_the_live_line(setup):
+    store, task, seed = setup
+    for tty in (True, False):
+        stream = io.StringIO()
+        printer = ProgressPrinter(stream, tty=tty, note="Triton on a CPU runs under its interpreter.")
+        _search(store, task, seed, Budget(2), on_progress=printer)[0].run()
+        printer.finish()
+        text = stream.getvalue()
+        assert text.count("interpreter") == 1 and text.startswith("opforge: note: Triton on a CPU")

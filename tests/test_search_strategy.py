@@ -1,4 +1,4 @@
-"""The search policy on plain dataclasses: islands, migration, the MAP-Elites archive, the Pareto front, ask/tell."""
+"""The search policy on plain dataclasses: islands, migration, the MAP-Elites grid, the Pareto front, ask/tell."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 from evaluator.candidate import Candidate
 from evaluator.result import Status
-from opforge.run.population import EliteArchive, Member, Population, feature_cell, pareto_front
+from opforge.run.population import EliteGrid, Member, Population, feature_cell, pareto_front
 from opforge.run.strategy import EvolutionStrategy, StrategyConfig
 
 KERNEL = "kernel[grid](x, out, n, BLOCK_SIZE={block}, num_warps={warps})\n# {tag}\n"
@@ -27,19 +27,19 @@ def test_fitness_is_log_speedup_for_correct_members_only():
     assert member("c", None, status=None).pending
 
 
-def test_archive_keeps_the_fittest_member_of_each_cell():
-    archive = EliteArchive()
+def test_grid_keeps_the_fittest_member_of_each_cell():
+    grid = EliteGrid()
     slow = member("slow", 1.05)
     faster_same_cell = member("fast", 1.2)  # same speed band (half-octave) and same tunables tag
     assert feature_cell(slow) == feature_cell(faster_same_cell)
-    assert archive.add(slow)
-    assert archive.add(faster_same_cell)
-    assert not archive.add(member("slower", 1.01))
-    assert list(archive.cells.values()) == [faster_same_cell]
+    assert grid.add(slow)
+    assert grid.add(faster_same_cell)
+    assert not grid.add(member("slower", 1.01))
+    assert list(grid.cells.values()) == [faster_same_cell]
     other_niche = member("other", 1.1, block=2048)  # different tunables: a new cell, not a replacement
-    assert archive.add(other_niche)
-    assert len(archive) == 2
-    assert not archive.add(member("broken", None, status=Status.COMPILE_ERROR))
+    assert grid.add(other_niche)
+    assert len(grid) == 2
+    assert not grid.add(member("broken", None, status=Status.COMPILE_ERROR))
 
 
 def test_memory_band_is_the_niche_when_memory_was_measured():

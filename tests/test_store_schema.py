@@ -122,3 +122,31 @@ def test_a_missing_postgres_database_names_the_url(pg_url: str) -> None:
     expected = r"Cannot open the database postgresql://.*/opforge_no_such_db: .*does not exist"
     with pytest.raises(StoreError, match=expected):
         get_store(url)
+
+
+def test_revision_0006_keeps_worker_time_and_counts_evaluated_from_the_queue(db_url: str) -> None:
+    """A 0005 store whose run re-measured a kernel another run held (no verdict row of its own, so its old count said
+    0) reads back after the upgrade with that evaluation counted, and gpu_s kept as worker_s."""
+    assert upgrade(db_url, revision="0005") == "0005"
+    engine = make_engine(resolve_url(db_url))
+    now = "2026-11-23 12:00:00"
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tasks (id, name, source, digest, created_at) VALUES (1, 't', 's', 'd', :now)"),
+                     {"now": now})
+        for run_id, evaluated in ((1, 1), (2, 0)):
+            conn.execute(text("INSERT INTO runs (id, task_id, config, budget, status, evaluated, gpu_s, cost_usd, "
+                              "created_at, updated_at) VALUES (:id, 1, '{}', '{}', 'done', :ev, 2.5, 0, :now, :now)"),
+                         {"id": run_id, "ev": evaluated, "now": now})
+        conn.execute(text("INSERT INTO candidates (id, task_id, run_id, source, digest, parents, generation, island, "
+                          "origin, note, created_at) VALUES (1, 1, 1, 'x', 'c', '[]', 0, 0, 'seed', '', :now)"),
+                     {"now": now})
+        for item_id, run_id in ((1, 1), (2, 2)):
+            conn.execute(text("INSERT INTO queue_items (id, run_id, candidate_id, state, attempts, created_at, "
+                              "updated_at) VALUES (:id, :run, 1, 'done', 1, :now, :now)"),
+                         {"id": item_id, "run": run_id, "now": now})
+    engine.dispose()
+    assert upgrade(db_url) == head_revision()
+    with get_store(db_url) as store:
+        first, second = store.get_run(1), store.get_run(2)
+        assert (first.evaluated, second.evaluated) == (1, 1)
+        assert first.worker_s == second.worker_s == 2.5

@@ -3,11 +3,13 @@
 import torch
 import torch.nn as nn
 
-BATCH = 4
-M = 256
-K = 128
-N = 256
+BATCH = 8
+M = 512
+K = 256
+N = 512
 
+# Natively the sizes above are the benchmark shape; under Triton's interpreter (CPU) the evaluator uses these.
+INTERPRETER_SHAPE = {"BATCH": 4, "M": 256, "K": 128, "N": 256}
 SHAPES = [{"BATCH": 3, "M": 67, "K": 33, "N": 17}, {"BATCH": 1, "M": 1, "K": 129, "N": 65}]
 # Both operands are inputs, so the evaluator's second distribution (N(0, 1) * 4 for each) gives products of
 # magnitude ~16 summed K times: fp32 rounding in any summation order then differs from PyTorch's by ~1e-4 in absolute

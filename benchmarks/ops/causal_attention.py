@@ -8,10 +8,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH = 2
-HEADS = 4
-SEQ = 128
+HEADS = 8
+SEQ = 1024
 HEAD_DIM = 64
 
+# Natively the sizes above are the benchmark shape; under Triton's interpreter (CPU) the evaluator uses these.
+INTERPRETER_SHAPE = {"BATCH": 2, "HEADS": 4, "SEQ": 128}
 SHAPES = [{"BATCH": 1, "HEADS": 3, "SEQ": 67, "HEAD_DIM": 40}, {"BATCH": 2, "HEADS": 1, "SEQ": 33, "HEAD_DIM": 16}]
 # Under the evaluator's second distribution (q, k, v ~ N(0, 1) * 4) the scores reach ~100 and the softmax is sharp,
 # so a different (equally valid) summation order moves outputs of magnitude ~16 by up to ~1e-4; hence atol 1e-3.

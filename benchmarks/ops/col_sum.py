@@ -4,9 +4,11 @@ layer's bias gradient summed over the tokens). The reduced axis is the strided o
 import torch
 import torch.nn as nn
 
-ROWS = 2048
+ROWS = 15872
 COLS = 512
 
+# Natively the sizes above are the benchmark shape; under Triton's interpreter (CPU) the evaluator uses these.
+INTERPRETER_SHAPE = {"ROWS": 2048}
 SHAPES = [{"ROWS": 1000, "COLS": 67}, {"ROWS": 4099, "COLS": 3}]
 # Under the evaluator's second distribution (N(0, 1) * 4) a column sums thousands of terms of magnitude ~4, so any two
 # summation orders differ by ~1e-4 in absolute terms even where the sum is near zero: hence atol 1e-3 (the column sums

@@ -4,10 +4,12 @@ connection fused). x is (M, K), residual is (M, N), the layer is nn.Linear(K, N)
 import torch
 import torch.nn as nn
 
-M = 256
-K = 512
-N = 512
+M = 1024
+K = 1024
+N = 1024
 
+# Natively the sizes above are the benchmark shape; under Triton's interpreter (CPU) the evaluator uses these.
+INTERPRETER_SHAPE = {"M": 256, "K": 512, "N": 512}
 SHAPES = [{"M": 127, "K": 100, "N": 65}, {"M": 1, "K": 33, "N": 17}]
 
 

@@ -1,6 +1,6 @@
-"""The `opforge` command line: `main.py` (the entry point), `flags.py` (flags several commands share), and one
+"""The `opforge` command line: `program.py` (the parser and `main`, the entry point), `flags.py` (flags several commands share), and one
 module per command under `commands/`."""
 
-from opforge.cli.main import main
+from opforge.cli.program import main
 
 __all__ = ["main"]

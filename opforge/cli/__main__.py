@@ -1,5 +1,5 @@
 import sys
 
-from opforge.cli.main import main
+from opforge.cli.program import main
 
 sys.exit(main())

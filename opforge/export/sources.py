@@ -90,7 +90,10 @@ def kernel_info(candidate_source: str) -> KernelInfo:
     in_kernels = {id(n) for fn in jitted.values() for n in ast.walk(fn)}
     other_uses = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in jitted
                   and id(n) not in launch_values and id(n) not in in_kernels}
-    traceable = bool(launched) and not (launched & inside) and not other_uses
+    # wrap_triton takes a JITFunction or an Autotuner (heuristics beneath an autotune are fine); a kernel whose
+    # outermost decorator is @triton.heuristics is a Heuristics object, which it refuses.
+    wrappable = all(_decorator_name(jitted[name].decorator_list[0]) in ("jit", "autotune") for name in launched)
+    traceable = bool(launched) and wrappable and not (launched & inside) and not other_uses
     return KernelInfo("triton", tuple(sorted(launched)), traceable)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opforge.display import format_bytes, format_speedup
+from opforge.run.config import stored_backend
 from opforge.run.population import Member, member_from_scored, pareto_front
 from opforge.run.progress import format_tokens
 from store import LLMCallRecord, LLMUsage, RunRecord, Store
@@ -96,8 +97,8 @@ class RunReport:
 
     def to_json(self) -> dict[str, Any]:
         r = self.run
-        return {"run_id": r.id, "task": self.task_name, "status": r.status.value, "evaluated": self.done,
-                "budget": dict(r.budget), "config": dict(r.config), "worker_s": r.worker_s,
+        return {"run_id": r.id, "task": self.task_name, "status": r.status.value,
+                "backend": stored_backend(r.config), "evaluated": self.done, "budget": dict(r.budget), "config": dict(r.config), "worker_s": r.worker_s,
                 "created_at": r.created_at.isoformat(), "by_status": dict(self.by_status),
                 "best": [member_json(m) for m in self.best], "pareto": [member_json(m) for m in self.pareto],
                 "lineage": [member_json(m) for m in self.lineage], "cost": self.cost.to_json(),
@@ -106,7 +107,8 @@ class RunReport:
 
     def text(self) -> str:
         r = self.run
-        lines = [f"run {r.id}  task {self.task_name}  {r.status.value}  {self.done}/{self.budget or '?'} evaluated  "
+        lines = [f"run {r.id}  task {self.task_name} ({stored_backend(r.config)})  {r.status.value}  "
+                 f"{self.done}/{self.budget or '?'} evaluated  "
                  f"best {format_speedup(self.winner.speedup if self.winner else None)}  "
                  f"worker time {r.worker_s:.0f} s  created {r.created_at:%Y-%m-%d %H:%M}",
                  f"  results: {', '.join(f'{n} {s}' for s, n in sorted(self.by_status.items())) or 'none yet'}"]

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchmarks import kernelbench, list_suites, seed_for, suite_tasks
+from benchmarks import kernelbench, list_suites, suite_tasks
 from evaluator import Candidate, CandidateFileError, EvalConfig, EvalResult, Task, TaskError, load_candidate, load_task
 from evaluator.pool import Runner
-from opforge.run import archive
-from opforge.run.proposers import make_proposer
 from opforge.display import format_speedup
-from opforge.run.search import Budget, Progress, Search, SearchError, ensure_task_work, eval_config_from, start_run
-from opforge.run.strategy import StrategyConfig
+from opforge.run.config import RunConfig, RunConfigError, resolve_backend
+from opforge.run.launch import search_for_run
+from opforge.run.peaks import ensure_cpu_peaks
+from opforge.run.plan import builtin_seed
+from opforge.run.search import Budget, Progress, SearchError, ensure_task_work, start_run
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
 
 FINISHED = (RunStatus.DONE, RunStatus.FAILED)
@@ -37,16 +38,35 @@ class BenchTask:
 
 
 def agent_label(config: Mapping[str, Any]) -> str:
-    """A short name for an agent configuration: "tune", "llm:MODEL", "llm:MODEL+judge:J", "...:cuda", and
+    """A short name for an agent configuration: "tune", "llm:MODEL", "llm:MODEL+judge:J", "...:cuda" or "...:cpp", and
     "+archive" when it may draw on earlier runs' kernels (its score is then not its own alone)."""
     archive_mark = "+archive" if config.get("use_archive") else ""
     if config.get("coder", "tune") != "llm":
-        return "tune" + archive_mark
+        return "tune" + _backend_mark(config) + archive_mark
     llm = config.get("llm", {})
     label = f"llm:{llm.get('model')}"
     judge = llm.get("judge_model")
     label += "+nojudge" if not judge else ("" if judge == llm.get("model") else f"+judge:{judge}")
-    return label + (":cuda" if llm.get("backend") == "cuda" else "") + archive_mark
+    return label + _backend_mark(config) + archive_mark
+
+
+def _backend_mark(config: Mapping[str, Any]) -> str:
+    backend = config.get("backend") or config.get("llm", {}).get("backend") or "triton"  # older benches: in llm
+    return "" if backend == "triton" else f":{backend}"
+
+
+BENCH_ONLY = ("tasks", "budget_per_task", "max_usd", "max_tokens", "use_archive", "device")  # not a run's settings
+
+
+def bench_backend(choice: str, tasks: Sequence[BenchTask], coder: str, cuda_available: bool) -> str:
+    """One backend for the whole bench (its leaderboard entry compares like with like). `auto` on a machine without
+    a GPU is native CPU kernels where every task has a native seed kernel (or the LLM coder writes them), else the
+    tasks' Triton seed kernels under the interpreter."""
+    backend = resolve_backend(choice, cuda_available)
+    if choice == "auto" and backend == "cpp" and coder != "llm":
+        if any(builtin_seed(t.path, "cpp") is None for t in tasks):
+            return "triton"
+    return backend
 
 
 def bench_tasks(suite: str, pattern: str | None = None) -> list[BenchTask]:
@@ -152,6 +172,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
     printer = BenchPrinter(bench.id, states, stream)
     share = max(1, runner.capacity // max(1, parallel))
     store.set_bench_status(bench.id, RunStatus.RUNNING)
+    ensure_cpu_peaks(store, config.get("device"))  # the roofline of kernels timed on this CPU, once per device
 
     def one(t: BenchTask, state: TaskState) -> None:
         try:
@@ -167,18 +188,11 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
                 return
             state.status = "running"
             printer.update(state)
-            proposing = make_proposer(store, run, llm_base_url=llm_base_url)
-            search = Search(store, run.id, task, proposing.proposer, RunnerShare(runner, share),
-                            eval_config_from(run.config.get("eval")), Budget.from_json(run.budget),
-                            StrategyConfig(n_islands=int(run.config.get("islands", 2)),
-                                           seed=int(run.config.get("seed", 0)) + run.evaluated),
-                            oversample=proposing.oversample, spend=proposing.spend,
-                            extra_per_request=proposing.extra_per_request,
-                            archive_inspirations=archive.inspirations_of(store, run.config.get("archive")),
-                            on_progress=lambda p: printer.update(state, p))
+            search = search_for_run(store, run, task, RunnerShare(runner, share), llm_base_url=llm_base_url,
+                                    on_progress=lambda p: printer.update(state, p))
             outcome = search.run()
             state.status, state.note = outcome.status.value, outcome.stop_reason
-        except (TaskError, SearchError, CandidateFileError, StoreError) as exc:
+        except (TaskError, SearchError, CandidateFileError, StoreError, RunConfigError) as exc:
             state.status, state.note = "failed", str(exc)
             if state.run_id is not None:
                 store.set_run_status(state.run_id, RunStatus.FAILED)
@@ -202,18 +216,18 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
 
 
 def _start(store: Store, bench: BenchRecord, task: Task, path: Path) -> RunRecord:
-    config = {k: v for k, v in bench.config.items()
-              if k not in ("tasks", "budget_per_task", "max_usd", "max_tokens", "use_archive", "device")}
+    config = RunConfig.from_json({k: v for k, v in bench.config.items() if k not in BENCH_ONLY}, f"bench {bench.id}")
     budget = Budget(int(bench.config["budget_per_task"]), usd=bench.config.get("max_usd"),
                     tokens=bench.config.get("max_tokens"))
     seed: Candidate | None = None
     from_scratch = bool(bench.config.get("llm", {}).get("from_scratch"))
-    seed_path = seed_for(path)
+    seed_path = builtin_seed(path, config.backend)
     if seed_path is not None and not from_scratch:
         seed = load_candidate(seed_path, origin="seed")
     run = start_run(store, task, seed, config, budget, bench_id=bench.id,
                     use_archive=bool(bench.config.get("use_archive", False)), device=bench.config.get("device"))
-    if seed is None and config.get("coder") != "llm":
+    if seed is None and config.coder != "llm":
         store.set_run_status(run.id, RunStatus.FAILED)
-        raise SearchError(f"{task.label} has no seed kernel, and the offline tuner cannot write one (use --coder llm).")
+        raise SearchError(f"{task.label} has no seed kernel for the {config.backend} backend, and the offline tuner "
+                          "cannot write one (use --coder llm).")
     return run

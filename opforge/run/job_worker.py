@@ -32,11 +32,11 @@ from typing import TextIO
 
 from evaluator import Task
 from evaluator.pool import Runner
-from opforge.run import archive
-from opforge.run.proposers import make_proposer
+from opforge.run.config import stored_backend
+from opforge.run.launch import search_for_run
+from opforge.run.plan import backend_note
 from opforge.run.progress import last_text, progress_line
-from opforge.run.search import Budget, Progress, RunOutcome, Search, eval_config_from
-from opforge.run.strategy import StrategyConfig
+from opforge.run.search import Progress, RunOutcome
 from store import JobRecord, JobState, RunRecord, RunStatus, Store, StoreError
 
 DEFAULT_LEASE_S = 30.0
@@ -180,6 +180,8 @@ class Worker:
             again = ", resuming its run" if job.attempts > 1 else ""
             self.log(f"job {job.id}: claimed (attempt {job.attempts}{again}): run {run.id} on {task.name}, "
                      f"{run.evaluated}/{run.budget.get('max_candidates')} evaluated")
+            if note := backend_note(stored_backend(run.config)):
+                self.log(f"job {job.id}: note: {note}")
             outcome = self._search(job, run, task, lease)
         except KeyboardInterrupt:
             lease.close()
@@ -205,11 +207,6 @@ class Worker:
         return True
 
     def _search(self, job: JobRecord, run: RunRecord, task: Task, lease: Lease) -> RunOutcome:
-        config = run.config
-        proposing = make_proposer(self.store, run, llm_base_url=self.settings.llm_base_url)
-        strategy = StrategyConfig(n_islands=int(config.get("islands", 2)),
-                                  seed=int(config.get("seed", 0)) + run.evaluated)
-
         def should_stop() -> str | None:
             return lease.stop_reason() or (self._stop_reason if self.stopping else None)
 
@@ -218,13 +215,8 @@ class Worker:
                 last = last_text(p)
                 self.log(f"job {job.id}: {progress_line(p)}" + (f" | last {last}" if last else ""))
 
-        search = Search(self.store, run.id, task, proposing.proposer, self.runner,
-                        eval_config_from(config.get("eval")), Budget.from_json(run.budget), strategy,
-                        oversample=proposing.oversample, on_progress=on_progress, spend=proposing.spend,
-                        extra_per_request=proposing.extra_per_request,
-                        archive_inspirations=archive.inspirations_of(self.store, config.get("archive")),
-                        should_stop=should_stop)
-        return search.run()
+        return search_for_run(self.store, run, task, self.runner, llm_base_url=self.settings.llm_base_url,
+                              on_progress=on_progress, should_stop=should_stop).run()
 
     def _end(self, job: JobRecord, lease: Lease, state: JobState, error: str, detail: str = "") -> None:
         try:

@@ -1,85 +1,124 @@
-"""What `optimize` and `submit` share: the flags that describe a new run, and the run they describe (task, seed
-kernel, configuration, budget), checked before anything is written."""
+"""A new run planned from its request (task, seed kernel, configuration, budget), checked before anything is
+written: what `optimize`, `submit` and the web form share."""
 
 from __future__ import annotations
 
-import argparse
 import ast
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import builtin_task, list_suites, seed_for
+from benchmarks import builtin_task, list_suites, seed_path
+from benchmarks.suite import SEED_SUFFIXES
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
-from opforge.run.proposers import add_llm_arguments, llm_config, resolve_coder
-from opforge.run.search import Budget, eval_config_json, start_run
+from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
+from opforge.run.proposers import llm_settings, resolve_coder
+from opforge.run.request import CLI_NAMES, RunRequest, check_request
+from opforge.run.search import Budget, start_run
 from store import JobRecord, RunStatus, Store
 
 DEFAULT_BUDGET = 20
 DEFAULT_TIMING_S = 1.0
 
 
-def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
-    """--budget, --coder, --seed-kernel, --db, timing and limits, islands, seed, --no-archive and the LLM flags."""
-    p.add_argument("--budget", type=int, default=None, metavar="N",
-                   help=f"candidates to evaluate, the seed included (default {DEFAULT_BUDGET})")
-    p.add_argument("--coder", choices=("auto", "tune", "llm"), default="auto",
-                   help="who proposes kernels: tune (the offline parameter tuner, no LLM), llm (coder and judge "
-                        "agents over an OpenAI-compatible model, with the tuner between their calls), or auto "
-                        "(default: llm when a model is configured, else tune)")
-    p.add_argument("--seed-kernel", metavar="FILE", help="the starting kernel (default: the built-in task's seed)")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
-    p.add_argument("--timing-s", type=float, default=None, metavar="S",
-                   help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
-    p.add_argument("--time-limit-s", type=float, default=None, metavar="S", help=time_limit_help)
-    p.add_argument("--worker-s", "--gpu-s", dest="worker_s", type=float, default=None, metavar="S",
-                   help="stop after workers were busy this long in all: seconds from submitting each candidate to "
-                        "its verdict (builds included), summed (--gpu-s is the old name)")
-    p.add_argument("--islands", type=int, default=2, metavar="N", help="islands of the population (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
-    p.add_argument("--no-archive", action="store_true",
-                   help="do not start from earlier runs' kernels of this task nor show the coder those of related "
-                        "tasks (by default the store's archive is offered)")
-    add_llm_arguments(p)
-
-
-def check_run_numbers(args: argparse.Namespace) -> None:
-    for flag, value in (("--budget", args.budget), ("--islands", args.islands),
-                        ("--workers", getattr(args, "workers", None))):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be a positive whole number, not {value}.")
-    for flag, value in (("--timing-s", args.timing_s), ("--time-limit-s", args.time_limit_s),
-                        ("--worker-s", args.worker_s)):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} must be a positive number of seconds, not {value}.")
-
-
 @dataclass(frozen=True, slots=True)
 class RunPlan:
     task: Task
     seed: Candidate | None
-    config: dict[str, Any]
+    config: RunConfig
     budget: Budget
-    eval_cfg: EvalConfig
+    use_archive: bool = True
+    note: str = ""          # one sentence the asker should read (e.g. Triton's interpreter on a CPU)
 
 
-def plan_run(args: argparse.Namespace) -> RunPlan:
-    """The run that `args` describe; raises UsageError (one sentence) for anything wrong, before any write."""
-    task = resolve_task(args.task)
-    coder = resolve_coder(args)
-    llm = llm_config(args) if coder == "llm" else None
-    seed = resolve_seed(args.seed_kernel, task, required=coder != "llm",
-                        from_scratch=bool(llm and llm["from_scratch"]))
-    cfg = EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S)
-    config: dict[str, Any] = {"coder": coder, "eval": eval_config_json(cfg), "islands": args.islands,
-                              "seed": args.seed}
-    if llm is not None:
-        config["llm"] = llm
-    budget = Budget(args.budget or DEFAULT_BUDGET, args.time_limit_s, args.worker_s, args.max_usd, args.max_tokens)
-    return RunPlan(task, seed, config, budget, cfg)
+def cuda_present() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_available: bool | None = None
+             ) -> RunPlan:
+    """The run that `request` describes; raises UsageError (one sentence, fields named as `names` call them) for
+    anything wrong, before any write."""
+    check_request(request, names)
+    name = {**CLI_NAMES, **names}.__getitem__
+    task = resolve_task(request.task)
+    coder = resolve_coder(request.coder, request.llm.model)
+    cuda = cuda_present() if cuda_available is None else cuda_available
+    llm = llm_settings(request.llm, names) if coder == "llm" else None
+    backend = choose_backend(request, task, cuda, coder, names)
+    seed = resolve_seed(request.seed_kernel, task, backend, required=coder != "llm",
+                        from_scratch=bool(llm and llm.from_scratch), names=names)
+    eval_cfg = EvalConfig(max_timing_s=request.timing_s or DEFAULT_TIMING_S)
+    config = RunConfig(coder=coder, backend=backend, eval=eval_cfg, islands=request.islands, seed=request.seed,
+                       llm=llm)
+    budget = Budget(request.budget or DEFAULT_BUDGET, request.time_limit_s, request.worker_s,
+                    request.llm.max_usd, request.llm.max_tokens)
+    return RunPlan(task, seed, config, budget, request.use_archive, note=backend_note(backend, cuda))
+
+
+def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
+                   names: Mapping[str, str] = CLI_NAMES) -> str:
+    """The backend asked for; `auto` follows the starting kernel where one is given (its source says what it is
+    written in), else the machine: Triton where a CUDA device is present, native CPU kernels (`cpp`) elsewhere. A
+    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner."""
+    name = {**CLI_NAMES, **names}.__getitem__
+    try:
+        backend = resolve_backend(request.backend, cuda)
+    except ValueError as exc:
+        raise UsageError(f"{name('backend')}: {exc}.") from None
+    if request.backend == "auto":
+        backend = _auto_backend(request, task, backend, coder)
+    if coder == "llm" and backend not in LLM_BACKENDS:
+        if request.backend == "auto":
+            return "triton"
+        raise UsageError(f"The LLM coder writes {' or '.join(LLM_BACKENDS)} kernels, not {backend}; use the tuner "
+                         f"({name('coder')} tune) with a native seed kernel.")
+    return backend
+
+
+def _auto_backend(request: RunRequest, task: Task, default: str, coder: str) -> str:
+    if request.seed_kernel:
+        try:
+            source = Path(request.seed_kernel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return default  # resolve_seed says what is wrong with the file
+        return kernel_backend(source) or default
+    if coder != "llm" and task.path and builtin_seed(Path(task.path), default) is None:
+        if builtin_seed(Path(task.path), "triton") is not None:
+            return "triton"
+    return default
+
+
+_NATIVE = re.compile(r"\bload_c\s*\(|evaluator\.native")
+_TRITON = re.compile(r"^\s*(?:import triton|from triton\b)|@triton\.jit", re.M)
+_CUDA = re.compile(r"cuda_sources\s*=|__global__")
+
+
+def kernel_backend(source: str) -> str | None:
+    """What a kernel file is written in, read statically: cpp (evaluator.native.load_c), cuda (load_inline with CUDA
+    sources), triton; None when it says nothing recognisable (a PyTorch-only candidate, say)."""
+    if _NATIVE.search(source):
+        return "cpp"
+    if _CUDA.search(source):
+        return "cuda"
+    if _TRITON.search(source):
+        return "triton"
+    return None
+
+
+def backend_note(backend: str, cuda_available: bool | None = None) -> str:
+    """What a user must know about timings on this machine, or nothing."""
+    cuda = cuda_present() if cuda_available is None else cuda_available
+    if backend == "triton" and not cuda:
+        return ("Triton on a CPU runs under its interpreter: correctness checks are real, timings and speedups are "
+                "not (use --backend cpp for native CPU kernels).")
+    return ""
 
 
 def resolve_task(name_or_path: str) -> Task:
@@ -110,20 +149,28 @@ def _names_a_file(name: str) -> bool:
     return head not in (*list_suites(), "all")
 
 
-def resolve_seed(seed_path: str | None, task: Task, required: bool = True, from_scratch: bool = False
-                 ) -> Candidate | None:
-    """The starting kernel: --seed-kernel, else the one beside the task; None where the LLM coder starts from
-    scratch (asked to, or no seed exists)."""
+def builtin_seed(task_path: Path, backend: str) -> Path | None:
+    """The built-in starting kernel for `backend` beside the task: NAME.seed.py (Triton), NAME.cpp.py (native CPU),
+    NAME.cuda.py; None where there is none."""
+    return seed_path(Path(task_path), backend)
+
+
+def resolve_seed(seed_path: str | None, task: Task, backend: str = "triton", required: bool = True,
+                 from_scratch: bool = False, names: Mapping[str, str] = CLI_NAMES) -> Candidate | None:
+    """The starting kernel: the one given, else the built-in one beside the task for the backend; None where the
+    LLM coder starts from scratch (asked to, or no seed kernel exists)."""
+    name = {**CLI_NAMES, **names}.__getitem__
     if from_scratch and seed_path:
-        raise UsageError("Give either --seed-kernel FILE or --from-scratch, not both.")
+        raise UsageError(f"Give either {name('seed_kernel')} or {name('from_scratch')}, not both.")
     if from_scratch:
         return None
-    path = Path(seed_path) if seed_path else (seed_for(task.path) if task.path else None)
+    path = Path(seed_path) if seed_path else (builtin_seed(Path(task.path), backend) if task.path else None)
     if path is None and not required:
         return None
     if path is None:
-        raise UsageError(f"{task.label} has no seed kernel beside it ({task.name}.seed.py); give the starting kernel "
-                         "with --seed-kernel FILE.")
+        expected = Path(str(task.name) + SEED_SUFFIXES.get(backend, ".seed.py"))
+        raise UsageError(f"{task.label} has no seed kernel for the {backend} backend beside it ({expected}); give the "
+                         f"starting kernel with {name('seed_kernel')}, or let the LLM coder write one (--coder llm).")
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a file; give --seed-kernel a kernel's .py file.")
     try:
@@ -175,13 +222,14 @@ def _binds_model_new(body: list[ast.stmt]) -> bool:
     return False
 
 
-def queue_run(store: Store, plan: RunPlan, label: str, priority: int, use_archive: bool,
+def queue_run(store: Store, plan: RunPlan, label: str, priority: int,
               extra: Mapping[str, Any] | None = None) -> JobRecord:
     """Record the planned run and queue a job for it (`opforge submit`, the web form and the API). The workers'
     device is not known here, so the archive prefers no device's kernels."""
-    run = start_run(store, plan.task, plan.seed, plan.config, plan.budget, use_archive=use_archive, device=None)
+    run = start_run(store, plan.task, plan.seed, plan.config, plan.budget, use_archive=plan.use_archive, device=None)
     try:
-        return store.submit_job(run.id, {"task": label, "coder": plan.config["coder"], **(extra or {})},
+        return store.submit_job(run.id, {"task": label, "coder": plan.config.coder, "backend": plan.config.backend,
+                                         **(extra or {})},
                                 priority=priority)
     except BaseException:
         store.set_run_status(run.id, RunStatus.FAILED)  # no orphan "running" run without its job

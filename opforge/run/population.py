@@ -1,4 +1,5 @@
-"""The population of a run: members on islands, a MAP-Elites archive of elites by feature cell, and the Pareto front.
+"""The population of a run: members on islands, a MAP-Elites grid of elites by feature cell, and the Pareto front.
+("Archive" means earlier runs' kernels, opforge.run.archive; the grid is the run's own.)
 
 Everything here is rebuilt from the store's history when a run starts (so resuming needs no checkpoint). A member is
 a plain frozen dataclass; a member that has not been measured yet is *pending* (`status is None`).
@@ -92,7 +93,7 @@ def feature_cell(member: Member) -> Cell:
     return band, niche
 
 
-class EliteArchive:
+class EliteGrid:
     """MAP-Elites: the fittest correct member of each feature cell."""
 
     def __init__(self) -> None:
@@ -144,13 +145,13 @@ class Island:
 
 
 class Population:
-    """All members of a run by digest, split over `n_islands` islands, with the elite archive."""
+    """All members of a run by digest, split over `n_islands` islands, with the MAP-Elites grid."""
 
     def __init__(self, n_islands: int = 2) -> None:
         if n_islands < 1:
             raise ValueError(f"a population needs at least one island, not {n_islands}")
         self.islands = [Island() for _ in range(n_islands)]
-        self.archive = EliteArchive()
+        self.grid = EliteGrid()
         self.members: dict[str, Member] = {}
 
     @classmethod
@@ -171,7 +172,7 @@ class Population:
             if member.digest in isl.digests:
                 isl.replace(member)
         island.replace(member)
-        self.archive.add(member)
+        self.grid.add(member)
 
     def measured(self) -> list[Member]:
         return [m for m in self.members.values() if not m.pending]

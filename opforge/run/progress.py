@@ -38,13 +38,18 @@ def last_text(p: Progress) -> str:
 
 
 class ProgressPrinter:
-    def __init__(self, stream: TextIO | None = None, tty: bool | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, tty: bool | None = None, note: str = "") -> None:
+        """`note`: one sentence said once, above the live line (e.g. that Triton on a CPU is interpreted)."""
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self._drawn = False
         self._last = ""
+        self._note = note
 
     def __call__(self, p: Progress) -> None:
+        if self._note:
+            self.stream.write(f"opforge: note: {self._note}\n")
+            self._note = ""
         self._last = last_text(p) or self._last
         line = progress_line(p) + (f" | last {self._last}" if self._last else "")
         if self.tty:

@@ -15,12 +15,25 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from agents.proposal import Proposer, Scored
+from agents.spend import Spend
 from evaluator.candidate import Candidate
 from evaluator.task import Task
 from opforge.run.population import Member
 from opforge.run.strategy import Request
 
-__all__ = ["Proposal", "ProposalThread", "Proposer"]
+__all__ = ["Proposal", "ProposalThread", "Proposer", "Proposing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Proposing:
+    """A run's proposer and how the search drives it: `oversample` asks it for that many times the children wanted
+    (it repeats itself); `extra_per_request` lets it add cheap variants to each request's children (the tuner's
+    sweep after an LLM child); `spend` is the LLM spend it shares with the search, checked against the budget."""
+
+    proposer: Proposer
+    oversample: int = 1
+    extra_per_request: int = 0
+    spend: Spend | None = None
 
 
 def scored(member: Member) -> Scored:

@@ -1,31 +1,36 @@
 """Who proposes kernels in a run: the offline tuner, or the LLM agents (coder, judge, reviewer, tuner).
 
 The choice and its settings are part of the run's configuration in the store (never the API key), so `--resume`
-rebuilds the same proposer; `add_llm_arguments` gives `optimize` and `bench` the same flags.
+rebuilds the same proposer.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
 
 from agents.agent import Agent, AgentCall
+from agents.cpu_facts import CpuFacts, local_cpu_facts, measured_cpu_roofline
 from agents.device_facts import local_device_facts
+from agents.prompting import DeviceFacts
 from agents.judge import Judge
 from agents.llm_client import LLMError, OpenAIClient
 from agents.llm_coder import LLMCoder
 from agents.llm_prices import DEFAULT_PRICES_USD_PER_MTOK, Price, price_for
 from agents.llm_proposer import LLMProposer, LoopSettings
-from agents.proposal import Proposer
 from agents.spend import Spend, SpendLimits
 from agents.tuner import TuneProposer
 from opforge.errors import UsageError
+from opforge.run.config import LLMSettings, RunConfig
+from opforge.run.proposals import Proposing
+from opforge.run.request import CLI_NAMES, LLMRequest
+from opforge.run.translation import translation_sources
+from evaluator.task import Task
+from evaluator.task_work import TaskWork
 from store import RunRecord, Store
 
 TUNER_OVERSAMPLE = 4  # the tuner is free: ask it for extra neighbours, some are known already
@@ -40,76 +45,44 @@ CODER_MAX_TOKENS = 8192
 JUDGE_MAX_TOKENS = 2048
 
 
-def add_llm_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("LLM agents (--coder llm)")
-    g.add_argument("--model", metavar="M", help=f"the coder's model (default ${MODEL_ENV})")
-    g.add_argument("--judge-model", metavar="M", help="the judge's model (default: the coder's)")
-    g.add_argument("--llm-base-url", metavar="URL",
-                   help=f"an OpenAI-compatible endpoint: vLLM, SGLang, Ollama, llama.cpp... (default ${BASE_URL_ENV}, "
-                        "else the OpenAI API); the key comes from $OPFORGE_LLM_API_KEY or $OPENAI_API_KEY")
-    g.add_argument("--backend", choices=("triton", "cuda"), default=None, help="the kernels to write (default triton)")
-    g.add_argument("--max-usd", type=float, metavar="USD", help="stop when the run's LLM calls have cost this much")
-    g.add_argument("--max-tokens", type=int, metavar="N", help="stop when the run's LLM calls have used this many tokens")
-    g.add_argument("--prices", metavar="FILE",
-                   help=f'a JSON price table {{"model": [USD per 1M input tokens, USD per 1M output tokens]}} '
-                        f"(default ${PRICES_ENV}, else a built-in table of well-known models)")
-    g.add_argument("--llm-concurrency", type=int, default=None, metavar="N",
-                   help=f"requests in flight at once per model (default {DEFAULT_CONCURRENCY})")
-    g.add_argument("--llm-timeout-s", type=float, default=None, metavar="S",
-                   help=f"give up on one request after this long; it is retried (default {DEFAULT_TIMEOUT_S:g})")
-    g.add_argument("--no-judge", action="store_true", help="no judge: the coder refines without a diagnosis")
-    g.add_argument("--no-review", action="store_true", help="skip the judge's screening of each new candidate")
-    g.add_argument("--tune-per-request", type=int, default=None, metavar="K",
-                   help="tuner neighbours of a correct parent added to each LLM request (default 2; 0: none)")
-    g.add_argument("--from-scratch", action="store_true",
-                   help="ignore the task's seed kernel: the first kernels are written by the coder")
+def resolve_coder(coder: str, model: str | None) -> str:
+    """`auto` means the LLM agents when a model is configured (given, or $OPFORGE_LLM_MODEL), else the tuner."""
+    if coder != "auto":
+        return coder
+    return "llm" if (model or os.environ.get(MODEL_ENV)) else "tune"
 
 
-def resolve_coder(args: argparse.Namespace) -> str:
-    """`auto` means the LLM agents when a model is configured, else the tuner."""
-    if args.coder != "auto":
-        return args.coder
-    return "llm" if (args.model or os.environ.get(MODEL_ENV)) else "tune"
-
-
-def llm_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The LLM part of a new run's configuration, checked; raises UsageError with one sentence."""
-    model = args.model or os.environ.get(MODEL_ENV)
+def llm_settings(request: LLMRequest, names: Mapping[str, str] = CLI_NAMES) -> LLMSettings:
+    """The LLM part of a new run's configuration, checked; raises UsageError with one sentence. (The request's
+    numbers are checked by `opforge.run.request.check_request`.)"""
+    name = {**CLI_NAMES, **names}.__getitem__
+    model = request.model or os.environ.get(MODEL_ENV)
     if not model:
-        raise UsageError(f"--coder llm needs a model: give --model NAME (or set ${MODEL_ENV}).")
-    for flag, value in (("--llm-concurrency", args.llm_concurrency), ("--max-tokens", args.max_tokens),
-                        ("--tune-per-request", None if args.tune_per_request is None else args.tune_per_request + 1)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be a positive whole number, not {value}.")
-    if args.max_usd is not None and not args.max_usd > 0:
-        raise UsageError(f"--max-usd must be a positive amount, not {args.max_usd}.")
-    if args.llm_timeout_s is not None and not args.llm_timeout_s > 0:
-        raise UsageError(f"--llm-timeout-s must be a positive number of seconds, not {args.llm_timeout_s}.")
-    base_url = args.llm_base_url or os.environ.get(BASE_URL_ENV)
+        raise UsageError(f"The LLM coder needs a model: give {name('model')} (or set ${MODEL_ENV}).")
+    base_url = request.base_url or os.environ.get(BASE_URL_ENV)
     if not base_url and not (os.environ.get("OPFORGE_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")):
-        raise UsageError("--coder llm needs an endpoint: give --llm-base-url URL for an OpenAI-compatible server, or "
-                         "set OPFORGE_LLM_API_KEY (or OPENAI_API_KEY) to use the OpenAI API.")
-    prices = load_prices(args.prices or os.environ.get(PRICES_ENV))
-    judge_model = None if args.no_judge else (args.judge_model or model)
+        raise UsageError(f"The LLM coder needs an endpoint: give {name('base_url')} for an OpenAI-compatible server, "
+                         "or set OPFORGE_LLM_API_KEY (or OPENAI_API_KEY) to use the OpenAI API.")
+    prices = load_prices(request.prices or os.environ.get(PRICES_ENV))
+    judge_model = (request.judge_model or model) if request.judge else None
     unpriced = sorted({m for m in (model, judge_model) if m and price_for(m, prices) is None})
-    if unpriced and args.max_usd is not None:
-        raise UsageError(f"--max-usd needs the price of {', '.join(unpriced)}, which the price table does not "
-                         "know: give --prices FILE.")
+    if unpriced and request.max_usd is not None:
+        raise UsageError(f"{name('max_usd')} needs the price of {', '.join(unpriced)}, which the price table does "
+                         f"not know: give {name('prices')}.")
     for m in unpriced:
-        print(f"opforge: note: no price known for model {m}; its calls are counted as $0 (give --prices FILE to "
-              "count them).", file=sys.stderr)
-    return {
-        "model": model,
-        "judge_model": judge_model,
-        "base_url": base_url,
-        "backend": args.backend or "triton",
-        "review": not args.no_review and not args.no_judge,
-        "tune_per_request": 2 if args.tune_per_request is None else args.tune_per_request,
-        "concurrency": args.llm_concurrency or DEFAULT_CONCURRENCY,
-        "timeout_s": args.llm_timeout_s or DEFAULT_TIMEOUT_S,
-        "prices": {k: list(v) for k, v in prices.items()},
-        "from_scratch": bool(args.from_scratch),
-    }
+        print(f"opforge: note: no price known for model {m}; its calls are counted as $0 (give "
+              f"{name('prices')} to count them).", file=sys.stderr)
+    return LLMSettings(
+        model=model,
+        judge_model=judge_model,
+        base_url=base_url,
+        review=request.review and request.judge,
+        tune_per_request=2 if request.tune_per_request is None else request.tune_per_request,
+        concurrency=request.concurrency or DEFAULT_CONCURRENCY,
+        timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
+        prices=MappingProxyType(dict(prices)),
+        from_scratch=request.from_scratch,
+    )
 
 
 def load_prices(path: str | None) -> dict[str, Price]:
@@ -135,29 +108,18 @@ def load_prices(path: str | None) -> dict[str, Price]:
     return table
 
 
-@dataclass(frozen=True, slots=True)
-class Proposing:
-    """A run's proposer and how the search should drive it."""
-
-    proposer: Proposer
-    oversample: int = 1
-    extra_per_request: int = 0
-    spend: Spend | None = None
-
-
-def make_proposer(store: Store, run: RunRecord, llm_base_url: str | None = None,
+def make_proposer(store: Store, run: RunRecord, config: RunConfig, llm_base_url: str | None = None,
                   on_call: Callable[[AgentCall], None] | None = None) -> Proposing:
     """The proposer a run's configuration asks for; LLM calls are recorded in the store as they finish."""
-    config: Mapping[str, Any] = run.config
-    seed = hash((int(config.get("seed", 0)), run.id, run.evaluated)) & 0xFFFFFFFF
-    if config.get("coder", "tune") != "llm":
+    seed = hash((config.seed, run.id, run.evaluated)) & 0xFFFFFFFF
+    if config.coder != "llm" or config.llm is None:
         return Proposing(TuneProposer(seed=seed), oversample=TUNER_OVERSAMPLE)
-    llm: Mapping[str, Any] = config["llm"]
+    llm = config.llm
     budget = run.budget
     spend = Spend(SpendLimits(budget.get("usd"), budget.get("tokens")), run.cost_usd, run.tokens_in, run.tokens_out)
-    prices = {k: (float(v[0]), float(v[1])) for k, v in llm.get("prices", {}).items()}
-    base_url = llm_base_url or llm.get("base_url")
-    concurrency = int(llm.get("concurrency", DEFAULT_CONCURRENCY))
+    prices = dict(llm.prices)
+    base_url = llm_base_url or llm.base_url
+    concurrency = llm.concurrency
 
     def record(call: AgentCall) -> None:
         c = call.completion
@@ -171,17 +133,46 @@ def make_proposer(store: Store, run: RunRecord, llm_base_url: str | None = None,
 
     try:
         def agent(model: str, temperature: float, max_tokens: int) -> Agent:
-            client = OpenAIClient(base_url, model, timeout_s=float(llm.get("timeout_s", DEFAULT_TIMEOUT_S)),
+            client = OpenAIClient(base_url, model, timeout_s=llm.timeout_s,
                                   max_in_flight=concurrency, prices=prices)
             return Agent(client, model, temperature=temperature, max_tokens=max_tokens, spend=spend, on_call=record)
 
-        device = local_device_facts(str(config.get("eval", {}).get("device", "auto")))
-        coder = LLMCoder(agent(llm["model"], CODER_TEMPERATURE, CODER_MAX_TOKENS), device, llm.get("backend", "triton"))
+        device = agent_device_facts(store, config.backend, config.eval.device)
+        coder = LLMCoder(agent(llm.model, CODER_TEMPERATURE, CODER_MAX_TOKENS), device, config.backend)
         judge = None
-        if llm.get("judge_model"):
-            judge = Judge(agent(llm["judge_model"], JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS), device)
+        if llm.judge_model:
+            judge = Judge(agent(llm.judge_model, JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS), device, config.backend,
+                          roofline_ms=task_roofline(store, run.task_id, device))
     except LLMError as exc:
         raise UsageError(str(exc)) from None
-    settings = LoopSettings(review=bool(llm.get("review", True)), tune_per_request=int(llm.get("tune_per_request", 2)))
-    proposer = LLMProposer(coder, judge, spend, settings, seed=seed)
+    settings = LoopSettings(review=llm.review, tune_per_request=llm.tune_per_request)
+    translations = translation_sources(store, run.task_id, config.backend, config.archive)
+    proposer = LLMProposer(coder, judge, spend, settings, seed=seed, translations=translations)
     return Proposing(proposer, oversample=1, extra_per_request=settings.tune_per_request, spend=spend)
+
+
+def agent_device_facts(store: Store, backend: str, device: str) -> DeviceFacts | CpuFacts:
+    """What the agents are told about the machine: the CPU's facts for native kernels, else the GPU's."""
+    if backend == "cpp":
+        from evaluator.device import device_info
+        return local_cpu_facts(measured_cpu_roofline(store, device_info("cpu").name))
+    return local_device_facts(device)
+
+
+def task_roofline(store: Store, task_id: int, device: DeviceFacts | CpuFacts) -> Callable[[Task], float | None]:
+    """The least time one call of the run's task can take on this device (None where the task's work or the device's
+    peaks are unknown): the judge shows a kernel's fraction of it."""
+    if isinstance(device, CpuFacts):
+        bandwidth, peak_tflops = device.copy_bandwidth_gbps, device.peak_gflops and device.peak_gflops / 1e3
+    else:
+        bandwidth, peak_tflops = device.memory_bandwidth_gbps, device.peak_tflops
+
+    def roofline_ms(_task: Task) -> float | None:
+        if not (bandwidth or peak_tflops):
+            return None
+        record = store.get_task(task_id)
+        if record.flops is None or record.min_bytes is None:
+            return None
+        return TaskWork(record.flops, record.min_bytes).roofline_ms(bandwidth, peak_tflops)
+
+    return roofline_ms

@@ -15,11 +15,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.proposal import Scored
-from agents.spend import Spend
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.pool import Runner
@@ -27,8 +26,9 @@ from evaluator.result import EvalResult
 from evaluator.task import Task
 from evaluator.task_work import task_work
 from opforge.run import archive
+from opforge.run.config import RunConfig
 from opforge.run.population import Member, member_from_result, member_from_scored
-from opforge.run.proposals import Proposal, ProposalThread, Proposer
+from opforge.run.proposals import Proposal, ProposalThread, Proposing
 from opforge.run.strategy import EvolutionStrategy, StrategyConfig
 from store import CandidateRecord, RunRecord, RunStatus, Store, TaskRecord
 
@@ -91,7 +91,7 @@ class RunOutcome:
     by_status: Mapping[str, int] = field(default_factory=dict)
 
 
-def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[str, Any], budget: Budget,
+def start_run(store: Store, task: Task, seed: Candidate | None, config: RunConfig, budget: Budget,
               bench_id: int | None = None, use_archive: bool = False, device: str | None = None) -> RunRecord:
     """Record the task, a new run and its seed kernel (generation 0, queued first); without a seed the proposer's
     first round writes kernels from the reference. With `use_archive`, the task's fastest earlier kernels join
@@ -103,13 +103,14 @@ def start_run(store: Store, task: Task, seed: Candidate | None, config: Mapping[
     offer = None
     if use_archive:
         task_record = ensure_task_work(store, task_record, task)
-        offer = archive.find(store, task_record, device)
+        offer = archive.find(store, task_record, device, backend=archive.run_backend(config))
     seeds = _fit_budget(([seed] if seed is not None else []) + (archive.seed_candidates(offer) if offer else []),
                         budget.max_candidates)
     if offer is not None:
         offer = archive.only_seeds(offer, {c.digest for c in seeds})
-    config = {**config, "archive": offer.to_json() if offer else {"enabled": False}}
-    run = store.create_run(task_record.id, config, budget.to_json(), bench_id=bench_id)
+    if offer is not None:
+        config = config.with_archive(offer.to_json())
+    run = store.create_run(task_record.id, config.to_json(), budget.to_json(), bench_id=bench_id)
     ids: list[int] = []
     for i, candidate in enumerate(seeds):
         record, _ = store.add_candidate(run.id, task_record.id, candidate, generation=0, island=i)
@@ -140,32 +141,28 @@ def ensure_task_work(store: Store, record: TaskRecord, task: Task) -> TaskRecord
     return store.set_task_work(record.id, work.flops, work.min_bytes, work.ops)
 
 
-def eval_config_json(cfg: EvalConfig) -> dict[str, Any]:
-    return asdict(cfg)
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """How one invocation of a run's search evaluates, stops and chooses parents (see opforge.run.launch, which
+    builds them from the run's stored configuration)."""
 
-
-def eval_config_from(data: Mapping[str, Any] | None) -> EvalConfig:
-    known = set(EvalConfig.__dataclass_fields__)
-    return EvalConfig(**{k: v for k, v in (data or {}).items() if k in known})
+    eval_cfg: EvalConfig
+    budget: Budget
+    strategy: StrategyConfig = StrategyConfig()
+    archive_inspirations: tuple[Scored, ...] = ()   # earlier runs' kernels shown to the proposer
 
 
 class Search:
-    def __init__(self, store: Store, run_id: int, task: Task, proposer: Proposer, runner: Runner,
-                 eval_cfg: EvalConfig, budget: Budget, strategy_config: StrategyConfig = StrategyConfig(),
-                 oversample: int = 1, on_progress: Callable[[Progress], None] | None = None,
-                 spend: Spend | None = None, extra_per_request: int = 0,
-                 archive_inspirations: Sequence[Scored] = (),
+    def __init__(self, store: Store, run_id: int, task: Task, proposing: Proposing, runner: Runner,
+                 settings: SearchSettings, on_progress: Callable[[Progress], None] | None = None,
                  should_stop: Callable[[], str | None] | None = None) -> None:
-        """`oversample`: ask the proposer for that many times the children wanted (it repeats itself); `spend`: the
-        LLM spend shared with the proposer, checked against the budget's dollars and tokens; `extra_per_request`:
-        cheap variants the proposer may add to each request's children (the tuner's sweep after an LLM child);
-        `should_stop`: asked at every turn of the loop (keep it cheap), a reason to stop cleanly (no new work, the
+        """`should_stop`: asked at every turn of the loop (keep it cheap), a reason to stop cleanly (no new work, the
         evaluations in flight recorded) and mark the run interrupted, e.g. its job was cancelled."""
-        self.store, self.run_id, self.task = store, run_id, task
-        self.proposer, self.runner, self.eval_cfg, self.budget = proposer, runner, eval_cfg, budget
-        self.strategy_config, self.oversample = strategy_config, oversample
-        self.spend, self.extra_per_request = spend, extra_per_request
-        self.archive_inspirations = tuple(archive_inspirations)
+        self.store, self.run_id, self.task, self.runner = store, run_id, task, runner
+        self.proposer, self.oversample = proposing.proposer, proposing.oversample
+        self.spend, self.extra_per_request = proposing.spend, proposing.extra_per_request
+        self.eval_cfg, self.budget, self.strategy_config = settings.eval_cfg, settings.budget, settings.strategy
+        self.archive_inspirations = settings.archive_inspirations
         self.on_progress = on_progress
         self.should_stop = should_stop
         self.by_status: Counter[str] = Counter()

@@ -3,7 +3,7 @@
 Each request names an island, one parent and a few inspirations. Parents are drawn per island:
 
 - exploit (most often): a tournament among the island's best correct members;
-- explore: a random elite of the MAP-Elites archive (any island, any feature cell);
+- explore: a random elite of the MAP-Elites grid (any island, any feature cell);
 - otherwise a uniformly random correct member of the island.
 
 While nothing is correct yet, parents are the most recent measured or pending members (a broken seed can still be
@@ -121,8 +121,8 @@ class EvolutionStrategy:
         if roll < self.config.exploit_ratio:
             size = min(self.config.tournament_size, len(local))
             return max(self._rng.sample(local, size), key=lambda m: m.fitness or 0.0), "exploit"
-        if roll < self.config.exploit_ratio + self.config.explore_ratio and len(pop.archive):
-            return self._rng.choice(list(pop.archive.cells.values())), "explore"
+        if roll < self.config.exploit_ratio + self.config.explore_ratio and len(pop.grid):
+            return self._rng.choice(list(pop.grid.cells.values())), "explore"
         return self._rng.choice(local), "random"
 
     def _bootstrap_parent(self, island: int) -> Member:
@@ -137,7 +137,7 @@ class EvolutionStrategy:
             return ()
         others = [isl.best() for i, isl in enumerate(self.population.islands) if i != island]
         picks = [m for m in others if m is not None and m.digest != parent.digest]
-        elites = [m for m in self.population.archive.elites() if m.digest != parent.digest]
+        elites = [m for m in self.population.grid.elites() if m.digest != parent.digest]
         self._rng.shuffle(elites)
         chosen: dict[str, Member] = {}
         for m in picks + elites:

@@ -44,6 +44,7 @@ class Job(BaseModel):
     priority: int
     worker: str | None
     run_id: int
+    backend: str
     evaluated: int
     budget: int | None
     best_speedup: float | None
@@ -69,6 +70,7 @@ class Run(BaseModel):
     run_id: int
     task: str
     status: str
+    backend: str
     evaluated: int
 
 
@@ -137,15 +139,19 @@ def submit_job(
     budget: Annotated[int | None, Form(ge=1, le=100_000, description="candidates to evaluate (default 20)")] = None,
     priority: Annotated[int, Form(ge=-1000, le=1000, description="higher runs first")] = 0,
     coder: Annotated[Literal["auto", "tune", "llm"], Form()] = "auto",
+    backend: Annotated[Literal["auto", "triton", "cuda", "cpp"], Form(
+        description="what the kernels are written in; auto: the seed kernel's, else triton with a GPU, cpp without")
+    ] = "auto",
     model: Annotated[str | None, Form(max_length=200, description="the LLM coder's model")] = None,
     timing_s: Annotated[float | None, Form(gt=0, le=600, description="timing cap per side (s)")] = None,
     time_limit_s: Annotated[float | None, Form(gt=0, le=10**7, description="wall time per worker (s)")] = None,
-    worker_s: Annotated[float | None, Form(gt=0, le=10**9, description="worker-time budget (s): submit to verdict per candidate, summed")] = None,
+    worker_s: Annotated[float | None, Form(gt=0, le=10**9, description=(
+        "worker-time budget (s): submit to verdict per candidate, summed"))] = None,
     max_usd: Annotated[float | None, Form(gt=0, le=10**6, description="LLM spending limit (USD)")] = None,
     no_archive: Annotated[bool, Form(description="do not draw on earlier runs' kernels")] = False,
 ) -> dict[str, Any]:
     settings = request.app.state.settings
-    options = SubmitOptions(budget=budget, priority=priority, coder=coder, model=model or None, timing_s=timing_s,
+    options = SubmitOptions(budget=budget, priority=priority, coder=coder, backend=backend, model=model or None, timing_s=timing_s,
                             time_limit_s=time_limit_s, worker_s=worker_s, max_usd=max_usd, no_archive=no_archive)
     done = submit(store_of(request), read_upload(task, settings.max_file_bytes),
                   read_upload(seed_kernel, settings.max_file_bytes), options, settings.max_file_bytes)

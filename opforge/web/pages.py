@@ -13,6 +13,7 @@ from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
+from opforge.run.config import BACKEND_CHOICES
 from opforge.web import views
 from opforge.web.api import MAX_ID, cancel, read_upload
 from opforge.web.app import render
@@ -29,7 +30,9 @@ FORM_TOKEN = "the form's token field"
 def _queue(request: Request, status_code: int = 200, error: str | None = None,
            form: dict[str, Any] | None = None) -> Response:
     return render(request, "queue.html", status_code, jobs=views.jobs(request.app.state.store), error=error,
-                  form=form or {"budget": "20", "priority": "0", "timing_s": "", "coder": "auto", "model": ""},
+                  form=form or {"budget": "20", "priority": "0", "timing_s": "", "coder": "auto", "backend": "auto",
+                                     "model": ""},
+                  backends=BACKEND_CHOICES,
                   states=[s.value for s in JobState])
 
 
@@ -60,23 +63,28 @@ def submit_page(
     budget: Annotated[str, Form()] = "",
     priority: Annotated[str, Form()] = "",
     coder: Annotated[str, Form()] = "auto",
+    backend: Annotated[str, Form()] = "auto",
     model: Annotated[str, Form()] = "",
     timing_s: Annotated[str, Form()] = "",
     no_archive: Annotated[str, Form()] = "",
 ) -> Response:
     """The queue page's form: on success, on to the new job's page; otherwise the form again, saying why."""
-    form = {"budget": budget, "priority": priority, "coder": coder, "model": model, "timing_s": timing_s}
+    form = {"budget": budget, "priority": priority, "coder": coder, "backend": backend, "model": model,
+            "timing_s": timing_s}
     settings = request.app.state.settings
     try:
         check_token(settings.token, token, FORM_TOKEN)
         if coder not in ("auto", "tune", "llm"):
             raise SubmissionError(422, f"The coder must be auto, tune or llm, not {coder!r}.")
+        if backend not in BACKEND_CHOICES:
+            raise SubmissionError(422, f"The backend must be one of {', '.join(BACKEND_CHOICES)}, not {backend!r}.")
         budget_n, priority_n = _number(form, "budget", int, "The budget"), _number(form, "priority", int, "Priority")
         if priority_n is not None and not -1000 <= priority_n <= 1000:
             raise SubmissionError(422, f"Priority must be between -1000 and 1000, not {priority_n}.")
         if budget_n is not None and not 1 <= budget_n <= 100_000:
             raise SubmissionError(422, f"The budget must be between 1 and 100000 candidates, not {budget_n}.")
-        options = SubmitOptions(budget=budget_n, priority=priority_n or 0, coder=coder, model=model.strip() or None,
+        options = SubmitOptions(budget=budget_n, priority=priority_n or 0, coder=coder, backend=backend,
+                                model=model.strip() or None,
                                 timing_s=_number(form, "timing_s", float, "The timing cap"),
                                 no_archive=bool(no_archive))
         upload = read_upload(task, settings.max_file_bytes)

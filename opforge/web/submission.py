@@ -1,15 +1,15 @@
 """A task submitted over HTTP: the uploads checked, then the job queued exactly as `opforge submit` queues it.
 
 Everything is checked before the first write — size, UTF-8, Python syntax, the task's `Model`/`get_inputs`/
-`get_init_inputs` (evaluator.task.task_from_source), the seed kernel's `ModelNew`, the run's numbers and coder — by
-the same functions `opforge submit` uses (`add_run_arguments`, `check_run_numbers`, `plan_run`); then `queue_job`
-does what `opforge submit` does: `start_run`, then `Store.submit_job`, marking the run failed if the job cannot be
-queued. Any refusal is a `SubmissionError` with an HTTP status and one sentence.
+`get_init_inputs` (evaluator.task.task_from_source), the seed kernel's `ModelNew`, the run's numbers, coder and
+backend — by the typed request `opforge submit` builds too (`opforge.run.request.RunRequest`, planned by
+`plan_run`; its sentences name the form's fields); then `queue_job` does what `opforge submit` does: `start_run`,
+then `Store.submit_job`, marking the run failed if the job cannot be queued. Any refusal is a `SubmissionError`
+with an HTTP status and one sentence.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import tempfile
 from dataclasses import dataclass, replace
@@ -19,17 +19,20 @@ from typing import Any
 from evaluator import TaskError
 from evaluator.task import task_from_source
 from opforge.errors import UsageError
+from opforge.run.plan import RunPlan, plan_run, queue_run, seed_source_problem
 from opforge.run.proposers import resolve_coder
-from opforge.run.plan import (RunPlan, add_run_arguments, check_run_numbers, plan_run, queue_run,
-                                seed_source_problem)
+from opforge.run.request import LLMRequest, RunRequest
 from opforge.run.search import SearchError
 from store import JobRecord, Store, StoreError
 
 MAX_FILE_BYTES = 256 * 1024
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
-FORM_FIELDS = {"--seed-kernel FILE": "a seed kernel upload", "--model NAME": "a model (the model field)",
-               "--budget": "the budget", "--timing-s": "timing_s", "--time-limit-s": "time_limit_s",
-               "--worker-s": "worker_s", "--max-usd": "max_usd"}  # `opforge submit`'s flags, as a submission names them
+# The request's fields as a submission names them (error sentences say these, not the CLI's flags).
+FORM_NAMES = {"seed_kernel": "a seed kernel upload", "model": "a model (the model field)", "budget": "the budget",
+              "timing_s": "timing_s", "time_limit_s": "time_limit_s", "worker_s": "worker_s", "max_usd": "max_usd",
+              "backend": "backend", "coder": "coder", "from_scratch": "from_scratch",
+              "prices": "a price table (set $OPFORGE_LLM_PRICES where the server runs)",
+              "base_url": "an endpoint (set $OPFORGE_LLM_BASE_URL where the server runs)"}
 
 
 class SubmissionError(Exception):
@@ -53,6 +56,7 @@ class SubmitOptions:
     budget: int | None = None
     priority: int = 0
     coder: str = "auto"
+    backend: str = "auto"
     model: str | None = None
     timing_s: float | None = None
     time_limit_s: float | None = None
@@ -60,15 +64,12 @@ class SubmitOptions:
     max_usd: float | None = None
     no_archive: bool = False
 
-    def argv(self) -> list[str]:
-        """The same settings as `opforge submit` flags."""
-        out = ["--coder", self.coder]
-        for flag, value in (("--budget", self.budget), ("--model", self.model), ("--timing-s", self.timing_s),
-                            ("--time-limit-s", self.time_limit_s), ("--worker-s", self.worker_s),
-                            ("--max-usd", self.max_usd)):
-            if value is not None:
-                out.append(f"{flag}={value}")  # one token: a value starting with "-" stays a value
-        return out + (["--no-archive"] if self.no_archive else [])
+    def request(self, task_path: str, seed_path: str | None) -> RunRequest:
+        """The same request `opforge submit TASK` builds from its flags."""
+        return RunRequest(task=task_path, coder=self.coder, backend=self.backend, seed_kernel=seed_path,
+                          budget=self.budget, timing_s=self.timing_s, time_limit_s=self.time_limit_s,
+                          worker_s=self.worker_s, use_archive=not self.no_archive,
+                          llm=LLMRequest(model=self.model, max_usd=self.max_usd))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,18 +123,6 @@ def check_seed(upload: Upload, limit_bytes: int = MAX_FILE_BYTES) -> str:
     return source
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit the server
-        raise SubmissionError(422, f"{message[0].upper()}{message[1:]}.")
-
-
-def _submit_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="opforge submit", add_help=False)
-    p.add_argument("task")
-    add_run_arguments(p, "stop after this much wall time (per worker that drives the job)")
-    return p
-
-
 def plan(task: Upload, seed: Upload | None, options: SubmitOptions,
          limit_bytes: int = MAX_FILE_BYTES) -> tuple[RunPlan, str]:
     """Check everything and plan the run as `opforge submit TASK [--seed-kernel SEED] ...` would; nothing written.
@@ -145,22 +134,18 @@ def plan(task: Upload, seed: Upload | None, options: SubmitOptions,
         folder = Path(tmp)
         task_path = folder / f"{name}.py"
         task_path.write_text(task_source, encoding="utf-8")
-        argv = [str(task_path), *options.argv()]
+        seed_path = None
         if seed_source is not None:
-            (folder / "seed.py").write_text(seed_source, encoding="utf-8")
-            argv += ["--seed-kernel", str(folder / "seed.py")]
-        args = _submit_parser().parse_args(argv)
+            seed_path = folder / "seed.py"
+            seed_path.write_text(seed_source, encoding="utf-8")
+        if seed_source is None and resolve_coder(options.coder, options.model) != "llm":
+            raise SubmissionError(422, "The offline tuner needs a starting kernel: upload a seed kernel (a Python "
+                                       "file defining ModelNew), or choose the LLM coder.")
         try:
-            check_run_numbers(args)
-            if seed_source is None and resolve_coder(args) != "llm":
-                raise SubmissionError(422, "The offline tuner needs a starting kernel: upload a seed kernel (a Python "
-                                           "file defining ModelNew), or choose the LLM coder.")
-            planned = plan_run(args)
-        except UsageError as exc:
-            text = str(exc).replace(f"{folder}/", "")
-            for flag, field in FORM_FIELDS.items():
-                text = text.replace(flag, field)
-            raise SubmissionError(422, text) from None
+            planned = plan_run(options.request(str(task_path), None if seed_path is None else str(seed_path)),
+                               FORM_NAMES)
+        except UsageError as exc:  # a sentence about an uploaded file names it as uploaded, not by its temporary path
+            raise SubmissionError(422, str(exc).replace(f"{folder}/", "")) from None
     # The temporary file is gone: the task is known by its name and source only (its path would mislead).
     return replace(planned, task=replace(planned.task, path=None)), task.filename or f"{name}.py"
 
@@ -168,8 +153,7 @@ def plan(task: Upload, seed: Upload | None, options: SubmitOptions,
 def queue_job(store: Store, planned: RunPlan, label: str, options: SubmitOptions) -> Submitted:
     """What `opforge submit` does once its run is planned: record the task and the run, then queue the job."""
     try:
-        job = queue_run(store, planned, label, options.priority, use_archive=not options.no_archive,
-                        extra={"via": "http"})
+        job = queue_run(store, planned, label, options.priority, extra={"via": "http"})
     except (SearchError, TaskError) as exc:
         raise SubmissionError(422, str(exc)) from None
     except StoreError as exc:

@@ -12,13 +12,14 @@ from typing import Any, TypeVar
 
 from evaluator.result import EvalResult
 from opforge.reports import svg_plots
-from opforge.cli.commands.jobs import job_rows
+from opforge.reports.jobs import job_rows
+from opforge.run.config import stored_backend
 from opforge.display import format_bytes, format_speedup
 from opforge.reports.html import candidate_rows
 from opforge.reports.leaderboard import leaderboard
 from opforge.run.population import Member
 from opforge.reports.run_summary import RunReport, member_json, run_report
-from store import CandidateRecord, EvaluationRecord, JobState, RunRecord, Store, StoreError
+from store import CandidateRecord, EvaluationRecord, JobState, RunRecord, Store, UnknownId
 
 T = TypeVar("T")
 MAX_LISTED = 500  # newest jobs and runs on a page or in a list answer
@@ -33,11 +34,12 @@ class Conflict(Exception):
 
 
 def found(fetch: Callable[[], T], what: str, ident: int) -> T:
-    """`fetch()`, with the store's "has no <thing> with id N" turned into NotFound."""
+    """`fetch()`, with the store's unknown id of this kind turned into NotFound (the store's sentence names the
+    database: not shown)."""
     try:
         return fetch()
-    except StoreError as exc:
-        if " has no " in str(exc):  # Store._get's sentence for an unknown id (it names the database: not shown)
+    except UnknownId as exc:
+        if exc.what == what:
             raise NotFound(f"There is no {what} with id {ident} in this store.") from None
         raise
 
@@ -85,7 +87,8 @@ def runs(store: Store) -> list[dict[str, Any]]:
 def _run_json(run: RunRecord, task: str, done: int, best: float | None) -> dict[str, Any]:
     return {"run_id": run.id, "task": task, "status": run.status.value, "evaluated": done,
             "budget": run.budget.get("max_candidates"), "best_speedup": best, "bench_id": run.bench_id,
-            "coder": run.config.get("coder"), "created_at": run.created_at.isoformat(timespec="seconds"),
+            "coder": run.config.get("coder"), "backend": stored_backend(run.config),
+            "created_at": run.created_at.isoformat(timespec="seconds"),
             "updated_at": run.updated_at.isoformat(timespec="seconds")}
 
 

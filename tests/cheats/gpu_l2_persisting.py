@@ -1,12 +1,13 @@
 # task: relu
-# expect: rejected
+# expect: ok
 # gpu: true
 # slow: true
 # config: compile_timeout_s=300
 # why: through a load_inline extension it reserves the largest persisting-L2 carve-out (cudaDeviceSetLimit) and sets an
-#   access-policy window with hitProp=persisting over its input on the current stream, so the harness's L2 flush between
-#   timed repetitions no longer evicts the data (warm-cache timings passed off as cold). The kernel itself is honest;
-#   the device/stream state it leaves behind must be detected (or reset and the candidate refused).
+#   access-policy window with hitProp=persisting over its input on the current stream, hoping the harness's L2 flush
+#   between timed repetitions no longer evicts the data (warm-cache timings passed off as cold). The design neutralises
+#   it rather than refusing it: before every flush the timer calls cudaCtxResetPersistingL2Cache, so the flush evicts
+#   the pinned lines and the honest kernel is timed cold; the verdict is an ordinary ok.
 import torch
 import torch.nn as nn
 import triton

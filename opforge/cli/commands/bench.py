@@ -9,14 +9,16 @@ from pathlib import Path
 
 from benchmarks import list_suites
 from evaluator import EvalConfig
-from opforge.run.bench import agent_label, bench_tasks, run_bench
-from opforge.errors import UsageError
-from opforge.run.proposers import add_llm_arguments, llm_config, resolve_coder
 from opforge.cli.commands.optimize import local_device_name, make_runner
-from opforge.run.plan import DEFAULT_TIMING_S
+from opforge.cli.flags import add_backend_argument, add_db_argument, add_llm_arguments, llm_request, open_store
 from opforge.display import format_speedup
-from opforge.run.search import eval_config_json
-from store import StoreError, get_store
+from opforge.errors import UsageError
+from opforge.run.bench import agent_label, bench_backend, bench_tasks, run_bench
+from opforge.run.config import RunConfig
+from opforge.run.plan import DEFAULT_TIMING_S, cuda_present
+from opforge.run.proposers import llm_settings, resolve_coder
+from opforge.run.request import RunRequest, check_request, positive_whole
+from store import StoreError
 
 DEFAULT_BUDGET_PER_TASK = 10
 
@@ -37,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"candidates evaluated per task, the seed included (default {DEFAULT_BUDGET_PER_TASK})")
     p.add_argument("--parallel-tasks", type=int, default=None, metavar="K",
                    help="tasks optimised at once (default: the pool's capacity)")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_backend_argument(p)
+    add_db_argument(p)
     p.add_argument("--runner", choices=("ray", "local"), default="ray", help="Ray actors (default) or threads")
     p.add_argument("--workers", type=int, default=2, metavar="N", help="parallel evaluations without a GPU (default 2)")
     p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
@@ -55,16 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     for flag, value in (("--budget-per-task", args.budget_per_task), ("--parallel-tasks", args.parallel_tasks),
                         ("--workers", args.workers)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be a positive whole number, not {value}.")
+        positive_whole(value, flag)
+    request = RunRequest(task=args.suite or "", coder=args.coder, backend=args.backend, timing_s=args.timing_s,
+                         seed=args.seed, use_archive=not args.no_archive, llm=llm_request(args))
+    check_request(request)
     if args.suite is not None and args.resume is not None:
         raise UsageError("Give either --suite NAME|PATH to start a bench or --resume BENCH_ID, not both.")
     if args.suite is None and args.resume is None:
         raise UsageError("Give --suite NAME|PATH to start a bench, or --resume BENCH_ID to continue one.")
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     runner = None
     try:
         if args.resume is not None:
@@ -73,15 +75,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             tasks = bench_tasks(args.suite, args.tasks)
             n_tasks = len(tasks)
-            coder = resolve_coder(args)
-            config = {"coder": coder, "eval": eval_config_json(EvalConfig(max_timing_s=args.timing_s or
-                                                                          DEFAULT_TIMING_S)),
-                      "islands": 2, "seed": args.seed, "tasks": args.tasks,
+            coder = resolve_coder(args.coder, args.model)
+            run = RunConfig(coder=coder, backend=bench_backend(args.backend, tasks, coder, cuda_present()),
+                            eval=EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S), seed=args.seed,
+                            llm=llm_settings(request.llm) if coder == "llm" else None)
+            config = {**run.to_json(), "tasks": args.tasks,
                       "budget_per_task": args.budget_per_task or DEFAULT_BUDGET_PER_TASK,
                       "max_usd": args.max_usd, "max_tokens": args.max_tokens, "use_archive": not args.no_archive,
                       "device": local_device_name("auto")}
-            if coder == "llm":
-                config["llm"] = llm_config(args)
+            config.pop("archive")
             runner = make_runner(args.runner, args.workers, args.ray_address)
             bench = store.create_bench(_suite_key(args.suite), agent_label(config), config)
         if runner is None:

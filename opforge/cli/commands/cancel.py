@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
-from store import JobState, StoreError, get_store
+from store import JobState, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,15 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "finish and stops. The job's run is kept (marked interrupted): `opforge optimize "
                                    "--resume RUN_ID` continues it.")
     p.add_argument("job_id", type=int, metavar="JOB_ID")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     try:
         before = store.get_job(args.job_id)
         job = store.cancel_job(args.job_id)

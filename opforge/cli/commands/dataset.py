@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evaluator import TaskError, load_task
 from opforge.run.bench import bench_tasks
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
 from opforge.export.dataset import (
     SCHEMA_VERSION,
@@ -19,7 +20,6 @@ from opforge.export.dataset import (
     write_jsonl,
     write_parquet,
 )
-from store import StoreError, get_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,14 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--correct-only", action="store_true", help="only kernels the evaluator found correct")
     e.add_argument("--exclude-suite", action="append", default=[], metavar="NAME",
                    help="drop every task of this suite (a held-out benchmark; repeatable)")
-    e.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(e)
     e.set_defaults(run=run_export)
     i = dsub.add_parser("import", help="add a dataset file's kernels to the store's archive",
                         description="Add the tasks and kernels of a dataset file to the store. Imported kernels "
                                     "carry no verdict here: they are inspirations (and, for the same task, seeds that "
                                     "the next run measures first) until this store's evaluator says ok.")
     i.add_argument("file", help="a kernels.jsonl or kernels.parquet written by `opforge dataset export`")
-    i.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(i)
     i.set_defaults(run=run_import)
     p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
 
@@ -65,10 +65,7 @@ def run_export(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file; give --out a folder.")
     flt = ExportFilter(args.min_speedup, args.correct_only, _excluded_digests(args.exclude_suite))
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"kernels.{args.format}"
     try:
@@ -92,10 +89,7 @@ def run_import(args: argparse.Namespace) -> int:
         records = read_records(Path(args.file).expanduser())
     except DatasetError as exc:
         raise UsageError(str(exc)) from None
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     try:
         outcome = import_records(store, records)
     finally:

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from benchmarks import list_suites
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
 from opforge.display import format_speedup
 from opforge.export import ExportError, check_name, export_package, suite_runs
-from store import StoreError, get_store
+from store import StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", metavar="NAME",
                    help="instead of RUN_IDs: the runs of the leaderboard's top bench of this suite")
     p.add_argument("--agent", metavar="LABEL", help="with --suite: the bench of this agent label (every device)")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object describing the package")
     p.set_defaults(run=run)
 
@@ -50,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.name is not None:
             check_name(args.name)
-        store = get_store(args.db)
-    except (ExportError, StoreError) as exc:
+    except ExportError as exc:
         raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     notes: list[str] = []
     try:
         run_ids, source = list(args.run_ids), {}

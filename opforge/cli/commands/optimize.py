@@ -6,22 +6,21 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any
 
 from evaluator import Task, TaskError
 from evaluator.device import device_info, resolve_device
 from evaluator.pool import LocalRunner, RayRunner, Runner
-from opforge.run import archive
-from opforge.errors import UsageError
-from opforge.run.proposers import make_proposer
+from opforge.cli.flags import add_run_arguments, open_store, run_request
 from opforge.display import format_speedup
-from opforge.run.progress import ProgressPrinter
+from opforge.errors import UsageError
 from opforge.reports.run_summary import member_json, run_done, run_report
-from opforge.run.plan import add_run_arguments, check_run_numbers, plan_run
-from opforge.run.search import Budget, RunOutcome, Search, SearchError, eval_config_from, start_run
-from opforge.run.strategy import StrategyConfig
-from store import RunRecord, Store, StoreError, get_store
-
+from opforge.run.config import RunConfigError
+from opforge.run.launch import run_config, search_for_run
+from opforge.run.plan import backend_note, plan_run
+from opforge.run.progress import ProgressPrinter
+from opforge.run.request import positive_whole
+from opforge.run.search import Budget, RunOutcome, SearchError, start_run
+from store import RunRecord, Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,12 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_run_numbers(args)
+    positive_whole(args.workers, "--workers")
     if args.resume is not None and args.task:
         raise UsageError("Give either a TASK to start a run or --resume RUN_ID, not both.")
     if args.resume is None and not args.task:
         raise UsageError("Name a task (a task file or a built-in name such as softmax), or give --resume RUN_ID.")
-    store = _open_store(args.db)
+    request = run_request(args) if args.resume is None else None
+    plan = plan_run(request) if request is not None else None  # everything checked before the store is opened
+    store = open_store(args.db)
     runner: Runner | None = None
     run_record: RunRecord | None = None
     try:
@@ -65,15 +66,15 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             runner = make_runner(args.runner, args.workers, args.ray_address)
         else:
-            plan = plan_run(args)
+            assert plan is not None
             task = plan.task
             runner = make_runner(args.runner, args.workers, args.ray_address)  # before any write: no orphan runs
-            run_record = start_run(store, task, plan.seed, plan.config, plan.budget, use_archive=not args.no_archive,
-                                   device=local_device_name(plan.eval_cfg.device))
-        outcome = _search(store, run_record, task, runner, args)
+            run_record = start_run(store, task, plan.seed, plan.config, plan.budget, use_archive=plan.use_archive,
+                                   device=local_device_name(plan.config.eval.device))
+        outcome = _search(store, run_record, task, runner, args, note=plan.note if plan else "")
         _print_summary(store, outcome, args)
         return 0
-    except (StoreError, SearchError, TaskError) as exc:
+    except (StoreError, SearchError, TaskError, RunConfigError) as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         if run_record is None:
@@ -91,44 +92,31 @@ def resume_hint(run_id: int, db: str | None) -> str:
     return f"run {run_id} is kept: continue it with {shlex.join(again)}"
 
 
-def _open_store(url: str | None) -> Store:
-    try:
-        return get_store(url)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def _resume(store: Store, args: argparse.Namespace) -> tuple[RunRecord, Task]:
     fixed = (args.task, args.seed_kernel, args.budget is not None, args.timing_s is not None, args.model,
-             args.judge_model, args.backend, args.max_usd is not None, args.max_tokens is not None, args.prices,
+             args.judge_model, args.backend != "auto", args.max_usd is not None, args.max_tokens is not None, args.prices,
              args.no_judge, args.no_review, args.from_scratch, args.tune_per_request is not None, args.coder != "auto",
              args.llm_concurrency is not None, args.llm_timeout_s is not None, args.no_archive)
     if any(fixed):
         raise UsageError("--resume continues a run as it was configured; leave out TASK, --coder, --seed-kernel, "
-                         "--budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --worker-s, "
+                         "--backend, --budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --worker-s, "
                          "--workers and --runner may change).")
     run_record = store.get_run(args.resume)
     task = store.get_task(run_record.task_id).task
     return run_record, task
 
 
-def _search(store: Store, run_record: RunRecord, task: Task, runner: Runner, args: argparse.Namespace
-            ) -> RunOutcome:
-    config: dict[str, Any] = dict(run_record.config)
+def _search(store: Store, run_record: RunRecord, task: Task, runner: Runner, args: argparse.Namespace,
+            note: str = "") -> RunOutcome:
     budget = Budget.from_json(run_record.budget)
     if args.resume is not None:  # this invocation's own limits
-        budget = Budget(budget.max_candidates, args.time_limit_s or budget.time_limit_s, args.worker_s or budget.worker_s,
-                        budget.usd, budget.tokens)
-    seed = int(config.get("seed", 0))
-    proposing = make_proposer(store, run_record, llm_base_url=args.llm_base_url)
-    strategy = StrategyConfig(n_islands=int(config.get("islands", 2)), seed=seed + run_record.evaluated)
-    printer = ProgressPrinter()
+        budget = Budget(budget.max_candidates, args.time_limit_s or budget.time_limit_s,
+                        args.worker_s or budget.worker_s, budget.usd, budget.tokens)
+        note = note or backend_note(run_config(run_record).backend)
+    printer = ProgressPrinter(note=note)
     try:
-        search = Search(store, run_record.id, task, proposing.proposer, runner, eval_config_from(config.get("eval")),
-                        budget, strategy, oversample=proposing.oversample, on_progress=printer,
-                        spend=proposing.spend, extra_per_request=proposing.extra_per_request,
-                        archive_inspirations=archive.inspirations_of(store, config.get("archive")))
-        return search.run()
+        return search_for_run(store, run_record, task, runner, budget=budget, llm_base_url=args.llm_base_url,
+                              on_progress=printer).run()
     finally:
         printer.finish()
 

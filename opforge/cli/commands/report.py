@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import list_suites
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
 from opforge.reports.html import ReportBundle, run_bundle, suite_bundle
-from store import StoreError, get_store
+from store import StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", help="report on a suite's leaderboard instead (a built-in name or the folder a bench "
                                    "ran on)")
     p.add_argument("--out", metavar="DIR", help="required: the folder to write into (created when missing)")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(p)
     p.set_defaults(run=run)
 
 
@@ -93,10 +94,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("Give the RUN_ID of a run (see `opforge runs`) or --suite NAME to report on.")
     out = _out_dir(args.out)
     suite = None if args.suite is None else _suite_key(args.suite)
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     try:
         command = _command(args, store.url, out, suite)
         if suite is None:

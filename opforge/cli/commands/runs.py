@@ -9,15 +9,17 @@ import argparse
 import json
 import sys
 
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
+from opforge.run.config import stored_backend
 from opforge.display import format_speedup
 from opforge.reports.run_summary import run_report
-from store import Store, StoreError, get_store
+from store import StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list optimisation runs", description="List the runs recorded in the store.")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(p)
     p.add_argument("--json", action="store_true", help='print one JSON object: {"runs": [...]}')
     p.set_defaults(run=run_list)
 
@@ -26,21 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "and the lineage of its best candidate: each parent and the change that made the "
                                    "child.")
     s.add_argument("run_id", type=int, metavar="RUN_ID")
-    s.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(s)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--source", action="store_true", help="print the best candidate's source code instead")
     s.set_defaults(run=run_show)
 
 
-def _open_store(url: str | None) -> Store:
-    try:
-        return get_store(url)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def run_list(args: argparse.Namespace) -> int:
-    store = _open_store(args.db)
+    store = open_store(args.db)
     try:
         rows = []
         task_names: dict[int, str] = {}
@@ -49,6 +44,7 @@ def run_list(args: argparse.Namespace) -> int:
                 task_names[r.task_id] = store.get_task(r.task_id).name
             totals = store.run_totals(r.id)
             rows.append({"run_id": r.id, "task": task_names[r.task_id], "status": r.status.value,
+                         "backend": stored_backend(r.config),
                          "evaluated": totals.evaluated, "budget": r.budget.get("max_candidates"),
                          "best_speedup": totals.best_speedup, "worker_s": r.worker_s,
                          "created_at": r.created_at.isoformat(timespec="seconds")})
@@ -73,7 +69,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     if args.source and args.json:
         raise UsageError("Give either --source (the best kernel's code) or --json (the whole report), not both.")
-    store = _open_store(args.db)
+    store = open_store(args.db)
     try:
         report = run_report(store, args.run_id)
     except StoreError as exc:

@@ -9,8 +9,8 @@ import os
 import socket
 import sys
 
+from opforge.cli.flags import add_db_argument, open_store
 from opforge.errors import UsageError
-from store import StoreError, get_store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "at /openapi.json. Reads are open; submitting and cancelling need the token in "
                                    "$OPFORGE_TOKEN (without it every write is refused). Binds to 127.0.0.1 unless "
                                    "--host says otherwise. Jobs submitted here run on `opforge worker`s.")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db)")
+    add_db_argument(p)
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"the address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0 for every "
                         "interface — put TLS in front, the token travels in every write)")
@@ -47,10 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"opforge serve needs {exc.name}: pip install fastapi uvicorn python-multipart.") from None
     check_bind(args.host, args.port)
     token = os.environ.get("OPFORGE_TOKEN") or None
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     try:
         app = create_app(store, token=token, max_file_bytes=args.max_upload_kib * 1024)
         writes = "submissions enabled (token from OPFORGE_TOKEN)" if token else \

@@ -12,10 +12,11 @@ import json
 import sys
 
 from evaluator import TaskError
+from opforge.cli.flags import add_run_arguments, open_store, run_request
 from opforge.errors import UsageError
-from opforge.run.plan import add_run_arguments, check_run_numbers, plan_run, queue_run
+from opforge.run.plan import plan_run, queue_run
 from opforge.run.search import SearchError
-from store import StoreError, get_store
+from store import StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,25 +33,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_run_numbers(args)
-    plan = plan_run(args)
+    plan = plan_run(run_request(args))
     task, budget = plan.task, plan.budget
+    store = open_store(args.db)
     try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        job = queue_run(store, plan, args.task, args.priority, use_archive=not args.no_archive)
+        job = queue_run(store, plan, args.task, args.priority)
     except (StoreError, SearchError, TaskError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"job_id": job.id, "run_id": job.run_id, "task": task.name, "state": job.state.value,
+        print(json.dumps({"job_id": job.id, "run_id": job.run_id, "task": task.name, "backend": plan.config.backend,
+                          "state": job.state.value,
                           "priority": job.priority, "budget": budget.max_candidates}))
     else:
         print(job.id)
     db = f" --db {args.db}" if args.db else ""
-    print(f"opforge: job {job.id} queued: {task.name}, run {job.run_id}, budget {budget.max_candidates} candidates, "
+    print(f"opforge: job {job.id} queued: {task.name} ({plan.config.backend}), run {job.run_id}, budget {budget.max_candidates} candidates, "
           f"priority {job.priority}; start workers with: opforge worker{db}", file=sys.stderr)
     return 0

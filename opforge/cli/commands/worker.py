@@ -7,11 +7,11 @@ import signal
 from types import FrameType
 
 from evaluator.pool import Runner
+from opforge.cli.flags import DB_HELP, open_store
 from opforge.errors import UsageError
 from opforge.cli.commands.optimize import make_runner
 from opforge.run.job_worker import (DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_POLL_S, Worker,
                             WorkerSettings, default_worker_id)
-from store import StoreError, get_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "by two at once, and the job of a worker that died is taken over once its lease "
                                    "expires. SIGTERM stops after the evaluations in flight and puts the job back in "
                                    "the queue; so does Ctrl-C, at once. Progress goes to stderr.")
-    p.add_argument("--db", metavar="URL", help="the store (default $OPFORGE_DB, else ./opforge.db); a PostgreSQL URL "
-                                               "for workers on several machines")
+    p.add_argument("--db", metavar="URL", help=f"{DB_HELP}; a PostgreSQL URL for workers on several machines")
     p.add_argument("--max-jobs", type=int, default=None, metavar="N",
                    help="exit after taking N jobs to an end, whatever their outcome (default: run until stopped)")
     p.add_argument("--drain", action="store_true",
@@ -64,10 +63,7 @@ def run(args: argparse.Namespace) -> int:
                                   drain=args.drain, max_attempts=args.max_attempts, llm_base_url=args.llm_base_url)
     except ValueError as exc:
         raise UsageError(f"{str(exc)[0].upper()}{str(exc)[1:]}: give a --heartbeat-s below --lease-s.") from None
-    try:
-        store = get_store(args.db)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args.db)
     runner: Runner | None = None
     previous = signal.getsignal(signal.SIGTERM)
     try:

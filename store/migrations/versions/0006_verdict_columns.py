@@ -23,16 +23,16 @@ def upgrade() -> None:
         batch.add_column(sa.Column("compiled_reference_iqr_ms", sa.Float(), nullable=True))
         batch.add_column(sa.Column("compiled_reference_reps", sa.Integer(), nullable=True))
         batch.add_column(sa.Column("backend", sa.String(32), nullable=True))
-    with op.batch_alter_table("runs") as batch:
-        batch.alter_column("gpu_s", new_column_name="worker_s", existing_type=sa.Float(), existing_nullable=False)
+    # A plain RENAME COLUMN (SQLite 3.25+, PostgreSQL): a batch copy of `runs` would drop a table that candidates,
+    # verdicts and jobs point at, which SQLite's foreign keys refuse.
+    op.execute("ALTER TABLE runs RENAME COLUMN gpu_s TO worker_s")
     # Older stores counted new verdict rows only; a run that re-measured a stored kernel counted nothing for it.
     op.execute("UPDATE runs SET evaluated = (SELECT count(*) FROM queue_items q WHERE q.run_id = runs.id "
                "AND q.state = 'done') WHERE EXISTS (SELECT 1 FROM queue_items q WHERE q.run_id = runs.id)")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.alter_column("worker_s", new_column_name="gpu_s", existing_type=sa.Float(), existing_nullable=False)
+    op.execute("ALTER TABLE runs RENAME COLUMN worker_s TO gpu_s")
     with op.batch_alter_table("evaluations") as batch:
         batch.drop_column("backend")
         batch.drop_column("compiled_reference_reps")

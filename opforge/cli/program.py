@@ -24,14 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"opforge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"opforge.cli.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"opforge.cli.commands.{name}":
-                continue
-            raise
-        module.register(sub)
+    for name in COMMAND_MODULES:  # a missing command module is an error, never a command that silently vanishes
+        importlib.import_module(f"opforge.cli.commands.{name}").register(sub)
     return parser
 
 

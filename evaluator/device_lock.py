@@ -1,0 +1,80 @@
+"""One timed phase per device at a time, whatever runs the evaluations (`--runner local` with several workers, Ray
+actors on one machine, Nsight Compute): a cross-process lock per device, `flock` on a lock file under the user's
+runtime or cache folder.
+
+Held around what is timed or profiled (interleaved timing, the driver's own clock checks, the torch.compile
+baseline, the energy loop, ncu); correctness trials and builds run outside it. On the CPU it gives the timed phase the
+cores to itself as far as other evaluations go. An `flock` belongs to an open file description, so two evaluators in
+one process exclude each other too, and the kernel releases it when its holder dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+PhaseObserver = Callable[[str, str, str], None]  # (event "start" | "end", device key, what) -> None
+
+
+class DeviceBusy(TimeoutError):
+    """The device's timed phase stayed held by another evaluation for longer than the wait allowed."""
+
+
+def lock_dir() -> Path:
+    """$OPFORGE_LOCK_DIR, else $XDG_RUNTIME_DIR/opforge-locks, else ~/.cache/opforge/locks."""
+    if os.environ.get("OPFORGE_LOCK_DIR"):
+        return Path(os.environ["OPFORGE_LOCK_DIR"])
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "opforge-locks"
+    return Path(os.path.expanduser("~")) / ".cache" / "opforge" / "locks"
+
+
+def device_key(kind: str, environ: dict[str, str] | None = None) -> str:
+    """The physical device the workers of this process time on: 'cpu', or 'cuda-' and the first entry of
+    CUDA_VISIBLE_DEVICES (an index or a UUID, as Ray sets it per actor), 'cuda-0' without it."""
+    if kind != "cuda":
+        return kind
+    env = os.environ if environ is None else environ
+    first = (env.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+    return "cuda-" + re.sub(r"[^A-Za-z0-9_.-]", "_", first)
+
+
+class DeviceLock:
+    def __init__(self, key: str, directory: Path | None = None, observer: PhaseObserver | None = None,
+                 poll_s: float = 0.01):
+        self.key = key
+        self.path = (directory or lock_dir()) / f"{key}.lock"
+        self.observer = observer
+        self.poll_s = poll_s
+
+    @contextlib.contextmanager
+    def held(self, what: str, timeout_s: float = 3600.0) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise DeviceBusy(f"the {self.key} device stayed busy with another evaluation's timed phase "
+                                         f"for {timeout_s:.0f} s") from None
+                    time.sleep(self.poll_s)
+            if self.observer:
+                self.observer("start", self.key, what)
+            try:
+                yield
+            finally:
+                if self.observer:
+                    self.observer("end", self.key, what)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

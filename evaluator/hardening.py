@@ -1,0 +1,84 @@
+"""The one hardening step of every process that runs candidate code: the candidate worker forked by the zygote and
+the process Nsight Compute profiles (`ncu_target.py`) go through the same function, in the same order.
+
+Order matters: the network namespace needs a single-threaded process (before CUDA starts threads); the device is
+warmed up before any guard or snapshot exists (`device_warmup.py`); the audit hook comes last, since nothing after it
+may need frames.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+from evaluator import device_warmup, interpreter_gaps, process_tree
+from evaluator.guards import Guards
+
+GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
+
+
+class ForkSafetyError(RuntimeError):
+    """A process that forks workers initialised CUDA: a forked child cannot use it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    memory_bytes: int = 0              # address space (host memory); 0: none (GPU workers map far more than they use)
+    cpu_s: int = 0                     # CPU time
+    gpu_memory_fraction: float = 0.0   # the caching allocator's cap on the device; 0: none
+
+
+def assert_fork_safe() -> None:
+    """A zygote must never have initialised CUDA: its forked workers would inherit a dead context."""
+    import torch
+    if torch.cuda.is_initialized():
+        raise ForkSafetyError("CUDA was initialised in a process that forks evaluation workers")
+
+
+def set_limits(memory_bytes: int, cpu_s: int) -> None:
+    def lower(which: int, value: int) -> None:
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+    if memory_bytes > 0:
+        lower(resource.RLIMIT_AS, memory_bytes)
+    if cpu_s > 0:
+        lower(resource.RLIMIT_CPU, cpu_s)
+    lower(resource.RLIMIT_CORE, 0)
+    lower(resource.RLIMIT_FSIZE, 4 * 2**30)
+
+
+def cap_gpu_memory(fraction: float) -> bool:
+    """Cap the caching allocator of the current device; False where there is no device or no cap."""
+    import torch
+    if fraction <= 0 or not torch.cuda.is_available():
+        return False
+    torch.cuda.set_per_process_memory_fraction(min(fraction, 1.0), torch.cuda.current_device())
+    return True
+
+
+def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_module: str) -> None:
+    """Warm the device, then (candidate role) isolate, drop privileges, limit, and arm the guards and audit hook.
+    Both roles warm the device and install launch counters, so both pay the same per-call costs."""
+    if role == "candidate":
+        process_tree.set_undumpable(dumpable=True)  # for a moment, so it can map its own user namespace
+        process_tree.isolate_network()  # already so inside bubblewrap; the process sandbox needs it here
+        # Native code can open /proc/<pid>/mem: no worker may read or write another's memory (a concurrent
+        # candidate's results) or its zygote's (the nonces of every worker it spawned), nor be read by them.
+        process_tree.set_undumpable()
+        process_tree.drop_capabilities()
+    device_warmup.warm_up(device)
+    guards.install_launch_counters(cuda_available=device == "cuda")
+    guards.install_thread_counter()
+    interpreter_gaps.install(guards.notes)  # under the CPU interpreter: autotune runs one config
+    if role != "candidate":
+        return
+    set_limits(limits.memory_bytes, limits.cpu_s)
+    if device == "cuda":
+        cap_gpu_memory(limits.gpu_memory_fraction)
+    guards.install_dispatch_guard()
+    guards.install_audit_hook(candidate_module)  # last: nothing after it needs frames
