@@ -99,7 +99,7 @@ def test_the_run_report_says_backend_device_and_roofline(store, monkeypatch):  #
     page = html.run_bundle(store, run.id, "opforge report").html
     assert "backend cpp (native C/C++ on the CPU), on " + CPU.label in page
     assert "unknown (this machine's copy bandwidth and peak FLOP/s are not in the store)" in page
-    monkeypatch.setattr(html, "measured_cpu_roofline", lambda _store: MeasuredRoofline(copy_bandwidth_gbps=10.0))
+    monkeypatch.setattr(html, "measured_cpu_roofline", lambda _store, _device: MeasuredRoofline(copy_bandwidth_gbps=10.0))
     bundle = html.run_bundle(store, run.id, "opforge report")
     assert "80% of the task's roofline bound (0.8 ms)" in bundle.html
     assert bundle.data["run"]["kernels"]["roofline_fraction"] == 0.8
