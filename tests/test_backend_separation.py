@@ -103,3 +103,26 @@ def test_the_run_report_says_backend_device_and_roofline(store, monkeypatch):  #
     bundle = html.run_bundle(store, run.id, "opforge report")
     assert "80% of the task's roofline bound (0.8 ms)" in bundle.html
     assert bundle.data["run"]["kernels"]["roofline_fraction"] == 0.8
+
+
+def test_the_dataset_tells_cpu_kernels_from_gpu_ones_and_reads_version_1(store, tmp_path):  # noqa: F811
+    import json
+
+    from opforge.export import dataset
+
+    task_id, ids = _store_with_three_backends(store)
+    records = {r["candidate_source"]: r for r in dataset.export_records(store)}
+    assert records["# native\n"]["backend"] == "cpp" and records["# native\n"]["best_device"] == CPU.name
+    assert records["# triton\n"]["backend"] == "triton"
+    assert records["# before backends were kept\n"]["backend"] is None
+    assert records["# native\n"]["evaluations"][0]["backend"] == "cpp"
+    assert all(r["schema_version"] == dataset.SCHEMA_VERSION == 2 for r in records.values())
+
+    old = {k: v for k, v in records["# native\n"].items() if k not in ("backend", "best_device")}
+    old["schema_version"] = 1
+    old["evaluations"] = [{k: v for k, v in e.items() if k != "backend"} for e in old["evaluations"]]
+    path = tmp_path / "v1.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (read,) = dataset.read_records(path)
+    assert read["backend"] is None and read["best_device"] is None and read["evaluations"][0]["backend"] is None
+    assert dataset.import_records(store, [read]).known == 1  # the same kernel: already in the store
