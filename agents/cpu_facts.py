@@ -2,8 +2,8 @@
 widest SIMD it has, its cache sizes and, where the store has measured them, its copy bandwidth and peak FLOP/s.
 
 Read from Linux's own files (`/proc/cpuinfo`, `/sys/devices/system/cpu/cpu0/cache`), never guessed: a figure that
-cannot be read is None and renders as "unknown". The measured figures come from the store (`measured_cpu_roofline`)
-and are passed in (`local_cpu_facts(measured=...)`).
+cannot be read is None and renders as "unknown". The measured figures come from the store's device peaks
+(`measured_cpu_roofline`) and are passed in (`local_cpu_facts(measured=...)`).
 """
 
 from __future__ import annotations
@@ -115,12 +115,13 @@ def local_cpu_facts(measured: MeasuredRoofline | None = None, cpuinfo: Path = Pa
     return facts.with_measured(measured)
 
 
-def measured_cpu_roofline(store: Any) -> MeasuredRoofline | None:
-    """HOOK: this machine's measured copy bandwidth and peak FLOP/s, from the store's table of them (the CPU roofline
-    table, store migration 0007, whose reader `Store.cpu_roofline()` is not in the store's API yet). None until it
-    is: the prompts then say "unknown" and reports show no roofline fraction on CPU, rather than guess."""
-    read = getattr(store, "cpu_roofline", None)
-    measured = read() if callable(read) else None
-    if measured is None:
-        return None
-    return MeasuredRoofline(getattr(measured, "copy_bandwidth_gbps", None), getattr(measured, "peak_gflops", None))
+def measured_cpu_roofline(store: Any, device_name: str | None = None) -> MeasuredRoofline | None:
+    """This CPU's (or the named device's) measured copy bandwidth and peak FLOP/s from the store
+    (`Store.device_peaks`, measured once per device by `opforge.run.peaks.ensure_cpu_peaks`); None where the store
+    has none yet: the prompts then say "unknown" and reports show no roofline fraction, rather than guess."""
+    if device_name is None:
+        from evaluator.device import device_info
+
+        device_name = device_info("cpu").name
+    peaks = store.device_peaks(device_name)
+    return None if peaks is None else MeasuredRoofline(peaks.copy_gbps, peaks.peak_gflops)

@@ -84,12 +84,12 @@ def test_roofline_bounds_come_from_the_right_table():
     assert floor_ms(work, "CPU AMD EPYC", "cpp") is None  # no measured figures: never a guess
     assert floor_ms(work, "CPU AMD EPYC", "cpp", MeasuredRoofline(copy_bandwidth_gbps=20.0)) == 2.0
     assert floor_ms(work, "NVIDIA H100 80GB HBM3", "triton") == 40_000_000 / 3350e9 * 1e3
+    assert floor_ms(work, "CPU AMD EPYC", "triton", MeasuredRoofline(copy_bandwidth_gbps=20.0)) is None  # interpreted
     assert floor_ms(None, "NVIDIA H100 80GB HBM3", "triton") is None
     assert fraction(2.0, 2.5) == 0.8 and fraction(None, 2.5) is None
 
 
-def test_the_run_report_says_backend_device_and_roofline(store, monkeypatch):  # noqa: F811
-    from agents.cpu_facts import MeasuredRoofline
+def test_the_run_report_says_backend_device_and_roofline(store):  # noqa: F811
     from opforge.reports import html
 
     task = store.add_task(make_task())
@@ -99,11 +99,10 @@ def test_the_run_report_says_backend_device_and_roofline(store, monkeypatch):  #
     page = html.run_bundle(store, run.id, "opforge report").html
     assert "backend cpp (native C/C++ on the CPU), on " + CPU.label in page
     assert "unknown (this machine's copy bandwidth and peak FLOP/s are not in the store)" in page
-    monkeypatch.setattr(html, "measured_cpu_roofline", lambda _store: MeasuredRoofline(copy_bandwidth_gbps=10.0))
+    store.set_device_peaks(CPU.name, copy_gbps=10.0, peak_gflops=500.0, threads=2)  # as `ensure_cpu_peaks` keeps them
     bundle = html.run_bundle(store, run.id, "opforge report")
     assert "80% of the task's roofline bound (0.8 ms)" in bundle.html
     assert bundle.data["run"]["kernels"]["roofline_fraction"] == 0.8
-
 
 def test_the_dataset_tells_cpu_kernels_from_gpu_ones_and_reads_version_1(store, tmp_path):  # noqa: F811
     import json

@@ -113,7 +113,7 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     store = get_store(db)
     [run] = store.bench_runs(summary["bench_id"])
     assert run.status == RunStatus.DONE and run.evaluated == 2
-    assert store.get_task(run.task_id).min_bytes == 2 * 256 * 1024 * 4  # relu in and out, fp32
+    assert store.get_task(run.task_id).min_bytes == 2 * 3968 * 2048 * 4  # relu in and out, fp32, its native size
     store.close()
 
     again = subprocess.run([*OPFORGE, "bench", "--resume", str(summary["bench_id"]), "--json", *common],
@@ -128,6 +128,11 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     [row] = json.loads(board.stdout)["rows"]
     assert (row["agent"], row["attempted"], row["correct"]) == ("tune", 1, 1)
     assert row["fast_p"]["0"] == 1.0 and row["device"].startswith("CPU")
+    # The bench measured this CPU's peaks once; interpreted Triton (timed on INTERPRETER_SHAPE) gets no roofline.
+    store = get_store(db)
+    assert store.device_peaks(row["device"]) is not None
+    store.close()
+    assert row["mean_roofline_fraction"] is None and row["tasks"][0]["roofline_fraction"] is None
 
 
 def test_bench_with_the_tuner_on_tasks_without_seeds_records_them_as_failed(tmp_path):

@@ -36,7 +36,8 @@ CANDIDATE_COLUMNS = ("evaluation_number", "candidate_id", "digest", "created_at"
 TASK_COLUMNS = ("suite", "agent", "device", "backend", "bench_id", "task", "run_id", "correct", "speedup",
                 "raw_speedup", "floored", "roofline_fraction", "energy_ratio", "memory_ratio")
 LEADERBOARD_COLUMNS = ("suite", "agent", "device", "backend", "bench_id", "attempted", "correct", "correctness_rate",
-                       *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_energy_ratio", "mean_memory_ratio",
+                       *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_roofline_fraction",
+                       "mean_energy_ratio", "mean_memory_ratio",
                        "usd", "tokens", "worker_s", "usd_per_correct", "tokens_per_correct", "worker_minutes_per_correct")
 NO_ENERGY = ("Energy was not measured on {devices}: opforge meters energy from GPU power telemetry, so there is no "
              "speed vs energy chart here.")
@@ -161,7 +162,8 @@ def _kernels(store: Store, report: Any, devices: list[str]) -> dict[str, Any]:
     bound = fraction_of = None
     if result is not None and winner.candidate_ms:
         work = task_work_of(store.get_task(report.run.task_id))
-        bound = floor_ms(work, result.device.name, result.backend or backend, measured_cpu_roofline(store))
+        bound = floor_ms(work, result.device.name, result.backend or backend,
+                         measured_cpu_roofline(store, result.device.name))
         fraction_of = fraction(bound, winner.candidate_ms)
     return {"backend": backend or "unknown", "devices": devices, "roofline_ms": _finite(bound),
             "roofline_fraction": _finite(fraction_of)}
@@ -204,6 +206,7 @@ def leaderboard_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
                     "bench_id": r.bench_id,
                     "attempted": r.attempted, "correct": r.correct, "correctness_rate": r.correctness_rate,
                     **{f"fast_{k}": v for k, v in r.fast_p.items()}, "geomean_speedup": _finite(r.geomean_speedup),
+                    "mean_roofline_fraction": _finite(r.mean_roofline_fraction),
                     "mean_energy_ratio": r.mean_energy_ratio, "mean_memory_ratio": r.mean_memory_ratio,
                     "usd": r.usd, "tokens": r.tokens, "worker_s": r.worker_s, "usd_per_correct": per["usd"],
                     "tokens_per_correct": per["tokens"], "worker_minutes_per_correct": per["worker_minutes"]})
