@@ -2,8 +2,8 @@
 widest SIMD it has, its cache sizes and, where the store has measured them, its copy bandwidth and peak FLOP/s.
 
 Read from Linux's own files (`/proc/cpuinfo`, `/sys/devices/system/cpu/cpu0/cache`), never guessed: a figure that
-cannot be read is None and renders as "unknown". The measured figures come from the store's device peaks
-(`measured_cpu_roofline`) and are passed in (`local_cpu_facts(measured=...)`).
+cannot be read is None and renders as "unknown". The measured figures come from the store (`measured_cpu_roofline`)
+and are passed in (`local_cpu_facts(measured=...)`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ class CpuFacts:
 
 def parse_cpuinfo(text: str) -> tuple[str | None, tuple[str, ...]]:
     """The model name and the flags of the first processor in a /proc/cpuinfo text."""
-    name, flags = None, ()
+    name: str | None = None
+    flags: tuple[str, ...] = ()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
@@ -115,13 +116,12 @@ def local_cpu_facts(measured: MeasuredRoofline | None = None, cpuinfo: Path = Pa
     return facts.with_measured(measured)
 
 
-def measured_cpu_roofline(store: Any, device_name: str | None = None) -> MeasuredRoofline | None:
-    """This CPU's (or the named device's) measured copy bandwidth and peak FLOP/s from the store
-    (`Store.device_peaks`, measured once per device by `opforge.run.peaks.ensure_cpu_peaks`); None where the store
-    has none yet: the prompts then say "unknown" and reports show no roofline fraction, rather than guess."""
-    if device_name is None:
-        from evaluator.device import device_info
-
-        device_name = device_info("cpu").name
-    peaks = store.device_peaks(device_name)
-    return None if peaks is None else MeasuredRoofline(peaks.copy_gbps, peaks.peak_gflops)
+def measured_cpu_roofline(store: Any, device: str) -> MeasuredRoofline | None:
+    """This machine's measured copy bandwidth and peak FLOP/s, from the store's table of them (`Store.device_peaks`,
+    filled by `opforge.run.peaks.ensure_cpu_peaks`); None until they are measured: the prompts then say "unknown" and
+    reports show no roofline fraction on that CPU, rather than guess."""
+    read = getattr(store, "device_peaks", None)
+    measured = read(device) if callable(read) else None
+    if measured is None:
+        return None
+    return MeasuredRoofline(measured.copy_gbps, measured.peak_gflops)

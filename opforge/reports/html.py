@@ -162,8 +162,8 @@ def _kernels(store: Store, report: Any, devices: list[str]) -> dict[str, Any]:
     bound = fraction_of = None
     if result is not None and winner.candidate_ms:
         work = task_work_of(store.get_task(report.run.task_id))
-        bound = floor_ms(work, result.device.name, result.backend or backend,
-                         measured_cpu_roofline(store, result.device.name))
+        cpu = measured_cpu_roofline(store, result.device.name)
+        bound = floor_ms(work, result.device.name, result.backend or backend, cpu)
         fraction_of = fraction(bound, winner.candidate_ms)
     return {"backend": backend or "unknown", "devices": devices, "roofline_ms": _finite(bound),
             "roofline_fraction": _finite(fraction_of)}

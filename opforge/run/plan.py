@@ -66,8 +66,7 @@ def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
                    names: Mapping[str, str] = CLI_NAMES) -> str:
     """The backend asked for; `auto` follows the starting kernel where one is given (its source says what it is
     written in), else the machine: Triton where a CUDA device is present, native CPU kernels (`cpp`) elsewhere. A
-    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner, and
-    the LLM coder, whose prompts know Triton and CUDA, writes Triton there."""
+    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner."""
     name = {**CLI_NAMES, **names}.__getitem__
     try:
         backend = resolve_backend(request.backend, cuda)

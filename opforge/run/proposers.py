@@ -154,7 +154,8 @@ def make_proposer(store: Store, run: RunRecord, config: RunConfig, llm_base_url:
 def agent_device_facts(store: Store, backend: str, device: str) -> DeviceFacts | CpuFacts:
     """What the agents are told about the machine: the CPU's facts for native kernels, else the GPU's."""
     if backend == "cpp":
-        return local_cpu_facts(measured_cpu_roofline(store))
+        from evaluator.device import device_info
+        return local_cpu_facts(measured_cpu_roofline(store, device_info("cpu").name))
     return local_device_facts(device)
 
 
