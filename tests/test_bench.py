@@ -102,7 +102,8 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     db = f"sqlite:///{tmp_path / 'bench.db'}"
     common = ["--db", db, "--runner", "local", "--workers", "2"]
     first = subprocess.run([*OPFORGE, "bench", "--suite", "tiny", "--tasks", "relu", "--budget-per-task", "2",
-                            "--coder", "tune", "--timing-s", "0.2", "--no-archive", "--json", *common],
+                            "--coder", "tune", "--backend", "triton", "--timing-s", "0.2", "--no-archive", "--json",
+                            *common],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
