@@ -5,6 +5,7 @@ sentence and uses the reference."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,15 +13,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from store_fixtures import CPU, H100, make_task, ok_result
 from test_export import _fresh_venv
+
+from evaluator import Candidate
+from opforge.export.native_vendor import rewrite_kernel, vendored_loader
+from opforge.export.selection import select
+from opforge.export.sources import kernel_info
+from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent
 OPFORGE = [sys.executable, "-m", "opforge"]
 TASK = ROOT / "tests" / "tasks" / "relu.py"
 SEED = ROOT / "tests" / "honest" / "relu_openmp_c.py"
 PACKAGE = "relu_native"
-
-pytestmark = pytest.mark.slow
 
 CHECK = """
 import json, sys, warnings
@@ -46,6 +52,7 @@ print(json.dumps({{"stats": pkg.stats(), "native": pkg._native.__file__,
 """
 
 
+@pytest.mark.slow
 def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     env = {**os.environ, "OPFORGE_NATIVE_BUILD_CACHE": str(tmp_path / "cache-opforge")}
@@ -96,3 +103,35 @@ def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv
                           cwd=cwd, env=no_compiler, capture_output=True, text=True, timeout=300)
     assert bare.returncode == 0 and "torch.Size([16, 512])" in bare.stdout, bare.stderr[-2000:]
     assert "no c compiler (gcc/g++) is installed here" in bare.stderr and "Traceback" not in bare.stderr
+
+
+def test_a_task_with_a_gpu_run_and_a_cpu_run_exports_a_kernel_for_each_device(tmp_path):
+    """The CUDA (or Triton) kernel where a run has one, the native one for CPU tensors: one pick per device."""
+    url = f"sqlite:///{tmp_path / 'hand.db'}"
+    native_source = SEED.read_text()
+    store = get_store(url)
+    try:
+        task = store.add_task(make_task("relu", body="# relu\n"))
+        runs = []
+        for source, result in (("x = 1  # a GPU kernel", dataclasses.replace(ok_result(3.0), backend="triton")),
+                               (native_source, dataclasses.replace(ok_result(1.5, device=CPU), backend="cpp"))):
+            run = store.create_run(task.id, {"coder": "tune"}, {"max_candidates": 1})
+            cand, _ = store.add_candidate(run.id, task.id, Candidate.from_source(source))
+            store.add_result(cand.id, run.id, result)
+            runs.append(run.id)
+        picks = {p.device: p for p in select(store, runs).picks}
+    finally:
+        store.close()
+    assert set(picks) == {H100.name, CPU.name}
+    assert kernel_info(picks[CPU.name].candidate.source).language == "cpp"
+    assert kernel_info(picks[H100.name].candidate.source).language != "cpp"
+
+
+def test_the_vendored_loader_needs_no_opforge_and_the_kernel_imports_it():
+    files = vendored_loader("pkg")
+    assert set(files) == {"pkg/_native/__init__.py", "pkg/_native/spec.py", "pkg/_native/build.py"}
+    assert not any("evaluator" in line and "import" in line and not line.startswith("#")
+                   for text in files.values() for line in text.splitlines())
+    rewritten = rewrite_kernel(SEED.read_text(), "pkg")
+    assert "from pkg._native import load_c" in rewritten and "evaluator" not in rewritten.split("SOURCE")[0]
+    assert rewritten.replace("from pkg._native import ", "from evaluator.native import ") == SEED.read_text()
