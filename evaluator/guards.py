@@ -145,7 +145,7 @@ class Guards:
 
         _thread.start_new_thread = start_new_thread
         if getattr(threading, "_start_new_thread", None) is real:
-            threading._start_new_thread = start_new_thread
+            threading._start_new_thread = start_new_thread  # type: ignore[attr-defined] # private, 3.11's name
 
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:

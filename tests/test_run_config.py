@@ -183,11 +183,13 @@ def test_the_tuner_finds_defines_in_a_c_source_inside_a_python_string() -> None:
         assert "#define WARP_SIZE 32" in source and source.count("#define") == 3
 
 
-def test_the_llm_coder_writes_triton_or_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_llm_coder_writes_the_machines_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPFORGE_LLM_BASE_URL", "http://127.0.0.1:9")
     task = _task_dir(tmp_path, triton_seed=True, native_seed=True)
     llm = LLMRequest(model="m", from_scratch=True)
     plan = plan_run(RunRequest(task=str(task), coder="llm", llm=llm), cuda_available=False)
-    assert plan.config.backend == "triton" and plan.seed is None
-    with pytest.raises(UsageError, match="^The LLM coder writes triton or cuda kernels, not cpp; use the tuner "):
-        plan_run(RunRequest(task=str(task), coder="llm", backend="cpp", llm=llm), cuda_available=False)
+    assert plan.config.backend == "cpp" and plan.seed is None  # native prompts exist: no interpreter on a CPU
+    plan = plan_run(RunRequest(task=str(task), coder="llm", llm=llm), cuda_available=True)
+    assert plan.config.backend == "triton"
+    plan = plan_run(RunRequest(task=str(task), coder="llm", backend="triton", llm=llm), cuda_available=False)
+    assert plan.config.backend == "triton"

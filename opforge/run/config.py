@@ -17,7 +17,7 @@ from evaluator.config import EvalConfig
 BACKENDS = ("triton", "cuda", "cpp")           # what a run's kernels are written in (docs/DESIGN.md)
 BACKEND_CHOICES = ("auto", *BACKENDS)           # auto: triton where a CUDA device is present, else cpp
 CODERS = ("tune", "llm")
-LLM_BACKENDS = ("triton", "cuda")              # what the LLM coder's prompts (prompts/_common.j2) can ask for
+LLM_BACKENDS = ("triton", "cuda", "cpp")       # what the LLM coder's prompts can ask for (prompts/, agents/cpu_facts.py)
 _NO_ARCHIVE: Mapping[str, Any] = MappingProxyType({"enabled": False})
 
 

@@ -15,6 +15,7 @@ from benchmarks import builtin_task, list_suites, seed_path
 from benchmarks.suite import SEED_SUFFIXES
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
+from opforge.run.capability import job_requirement
 from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request
@@ -66,8 +67,7 @@ def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
                    names: Mapping[str, str] = CLI_NAMES) -> str:
     """The backend asked for; `auto` follows the starting kernel where one is given (its source says what it is
     written in), else the machine: Triton where a CUDA device is present, native CPU kernels (`cpp`) elsewhere. A
-    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner, and
-    the LLM coder, whose prompts know Triton and CUDA, writes Triton there."""
+    built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner."""
     name = {**CLI_NAMES, **names}.__getitem__
     try:
         backend = resolve_backend(request.backend, cuda)
@@ -232,7 +232,7 @@ def queue_run(store: Store, plan: RunPlan, label: str, priority: int,
     try:
         return store.submit_job(run.id, {"task": label, "coder": plan.config.coder, "backend": plan.config.backend,
                                          **(extra or {})},
-                                priority=priority)
+                                priority=priority, requires=job_requirement(plan.config, cuda_present()))
     except BaseException:
         store.set_run_status(run.id, RunStatus.FAILED)  # no orphan "running" run without its job
         raise
