@@ -78,6 +78,8 @@ def test_agent_labels_name_the_models():
     assert agent_label({"coder": "llm", "llm": {**llm, "judge_model": "gpt-4.1"}}) == "llm:gpt-4.1"
     assert agent_label({"coder": "llm", "llm": {**llm, "judge_model": None, "backend": "cuda"}}) == \
         "llm:gpt-4.1+nojudge:cuda"
+    assert agent_label({"coder": "tune", "backend": "cpp", "use_archive": True}) == "tune:cpp+archive"
+    assert agent_label({"coder": "llm", "backend": "cuda", "llm": llm}) == "llm:gpt-4.1+judge:o4-mini:cuda"
 
 
 def test_bench_tasks_read_kernelbench_levels_and_filter_by_pattern(tmp_path):

@@ -36,7 +36,7 @@ PACKAGE = "relu_kernels"
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """`opforge optimize relu --backend triton` with the offline tuner (budget 3), then `opforge export` of that run
-    (the package's dispatch is written for Triton and CUDA kernels; a CPU machine's auto backend would be native)."""
+    (this module checks the Triton path, whatever the machine; tests/test_export_native.py the native one)."""
     work = tmp_path_factory.mktemp("export")
     url = f"sqlite:///{work / 'runs.db'}"
     run = subprocess.run([*OPFORGE, "optimize", "relu", "--backend", "triton", "--budget", "3", "--runner", "local",
