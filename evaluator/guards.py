@@ -256,9 +256,6 @@ class Guards:
                             "(computed outside the launched kernels)")
         return None
 
-    def launch_total(self) -> int:
-        return sum(self.launches.values())
-
     def launches_since(self, before: dict[str, int]) -> dict[str, int]:
         """Launches per kernel since `before` (a copy of `launches` taken earlier)."""
         return {k: n - before.get(k, 0) for k, n in self.launches.items() if n > before.get(k, 0)}
@@ -387,10 +384,6 @@ def _take_primed_dispatch() -> dict[str, str] | None:
 def dispatch_table() -> dict[str, str]:
     """A digest of every operator's registered kernels (meta kernels aside), by operator name."""
     return {name: _dispatch_digest(name) for name in torch._C._dispatch_get_all_op_names()}
-
-
-def _loaded(*names: str) -> list[types.ModuleType]:
-    return [sys.modules[n] for n in names if n in sys.modules and getattr(sys.modules[n], "__file__", None)]
 
 
 def _contents(namespace: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
