@@ -8,10 +8,9 @@ A tunable is one integer value held by one or more literals in the source:
   (`grid = (triton.cdiv(n, 128),)`) is linked to it, so that both change together;
 - an ALL-CAPS assignment of an integer literal (`BLOCK = 256` at module level, in a function or as `self.BLOCK`)
   whose name feeds such a keyword (`BLOCK_SIZE=BLOCK`);
-- in string literals (CUDA sources for `load_inline`, C sources for `load_c`), `#define NAME <int>` lines and
-  `constexpr int NAME = <int>;` declarations with a tuning name. A CUDA block size stays within 1024 threads; a
-  native CPU kernel's (a source that calls `load_c` and defines no `__global__` kernel) is a chunk of work, not a
-  thread count, so it ranges as far as any block.
+- in string literals (CUDA sources for `load_inline`, C/C++ sources for `evaluator.native.load_c`), `#define NAME
+  <int>` lines and `constexpr int NAME = <int>;` declarations with a tuning name (a block size is capped at 1024
+  threads only in CUDA device code, a string with `__global__`).
 
 Flags and problem sizes (`ACTIVATION=1`, `N = 4096`, `#define WARP_SIZE 32`) are not tunables. Python is read with
 `ast`; a rewrite replaces exactly the literals' character spans, so the rest of the file stays byte-identical.
@@ -53,7 +52,7 @@ class Tunable:
     name: str
     value: int
     role: str                   # block | threads | group | unroll | warps | stages
-    kind: str                   # launch | constant | cuda
+    kind: str                   # launch | constant | cuda | native (a C/C++ CPU source: no CUDA block cap)
     spans: tuple[Span, ...]     # character spans of every literal that holds the value
     choices: tuple[int, ...]    # neighbouring values, nearest first
 
@@ -142,7 +141,6 @@ class _Finder:
     def __init__(self, source: str, tree: ast.Module) -> None:
         self.source = source
         self.tree = tree
-        self.native = "load_c(" in source and "__global__" not in source  # C for the CPU: no CUDA block limit
         self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(source)]
         self.parent: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):
@@ -159,7 +157,7 @@ class _Finder:
             Tunable(
                 label=f"{name}@L{line}" if name in repeated else name,
                 name=name, value=value, role=role, kind=kind, spans=spans,
-                choices=choices_for(value, role, cuda=kind == "cuda" and not self.native),
+                choices=choices_for(value, role, cuda=kind == "cuda"),
             )
             for (name, value, role, kind, spans), line in zip(found, lines)
         ]
@@ -243,12 +241,13 @@ class _Finder:
                 continue
             start, end = self._span(node)
             raw = self.source[start:end]
+            kind = "cuda" if "__global__" in raw else "native"  # a CPU kernel's BLOCK is no threads-per-block
             for pattern in (_DEFINE, _CONSTEXPR):
                 for m in pattern.finditer(raw):
                     role = role_of(m.group(1))
                     if role:
                         span = (start + m.start(2), start + m.end(2))
-                        found.append((m.group(1), int(m.group(2)), role, "cuda", (span,)))
+                        found.append((m.group(1), int(m.group(2)), role, kind, (span,)))
         return found
 
     @staticmethod

@@ -78,6 +78,8 @@ def test_agent_labels_name_the_models():
     assert agent_label({"coder": "llm", "llm": {**llm, "judge_model": "gpt-4.1"}}) == "llm:gpt-4.1"
     assert agent_label({"coder": "llm", "llm": {**llm, "judge_model": None, "backend": "cuda"}}) == \
         "llm:gpt-4.1+nojudge:cuda"
+    assert agent_label({"coder": "tune", "backend": "cpp", "use_archive": True}) == "tune:cpp+archive"
+    assert agent_label({"coder": "llm", "backend": "cuda", "llm": llm}) == "llm:gpt-4.1+judge:o4-mini:cuda"
 
 
 def test_bench_tasks_read_kernelbench_levels_and_filter_by_pattern(tmp_path):
@@ -102,7 +104,8 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     db = f"sqlite:///{tmp_path / 'bench.db'}"
     common = ["--db", db, "--runner", "local", "--workers", "2"]
     first = subprocess.run([*OPFORGE, "bench", "--suite", "tiny", "--tasks", "relu", "--budget-per-task", "2",
-                            "--coder", "tune", "--timing-s", "0.2", "--no-archive", "--json", *common],
+                            "--coder", "tune", "--backend", "triton", "--timing-s", "0.2", "--no-archive", "--json",
+                            *common],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])

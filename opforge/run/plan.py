@@ -15,7 +15,8 @@ from benchmarks import builtin_task, list_suites, seed_path
 from benchmarks.suite import SEED_SUFFIXES
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
-from opforge.run.config import RunConfig, resolve_backend
+from opforge.run.capability import job_requirement
+from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request
 from opforge.run.search import Budget, start_run
@@ -67,12 +68,22 @@ def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
     """The backend asked for; `auto` follows the starting kernel where one is given (its source says what it is
     written in), else the machine: Triton where a CUDA device is present, native CPU kernels (`cpp`) elsewhere. A
     built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner."""
+    name = {**CLI_NAMES, **names}.__getitem__
     try:
-        default = resolve_backend(request.backend, cuda)
+        backend = resolve_backend(request.backend, cuda)
     except ValueError as exc:
-        raise UsageError(f"{({**CLI_NAMES, **names})['backend']}: {exc}.") from None
-    if request.backend != "auto":
-        return default
+        raise UsageError(f"{name('backend')}: {exc}.") from None
+    if request.backend == "auto":
+        backend = _auto_backend(request, task, backend, coder)
+    if coder == "llm" and backend not in LLM_BACKENDS:
+        if request.backend == "auto":
+            return "triton"
+        raise UsageError(f"The LLM coder writes {' or '.join(LLM_BACKENDS)} kernels, not {backend}; use the tuner "
+                         f"({name('coder')} tune) with a native seed kernel.")
+    return backend
+
+
+def _auto_backend(request: RunRequest, task: Task, default: str, coder: str) -> str:
     if request.seed_kernel:
         try:
             source = Path(request.seed_kernel).read_text(encoding="utf-8")
@@ -158,9 +169,10 @@ def resolve_seed(seed_path: str | None, task: Task, backend: str = "triton", req
     if path is None and not required:
         return None
     if path is None:
-        expected = Path(str(task.name) + SEED_SUFFIXES.get(backend, ".seed.py"))
-        raise UsageError(f"{task.label} has no seed kernel for the {backend} backend beside it ({expected}); give the "
-                         f"starting kernel with {name('seed_kernel')}, or let the LLM coder write one (--coder llm).")
+        where = (f"beside it ({task.name}{SEED_SUFFIXES[backend]})" if backend in SEED_SUFFIXES
+                 else "(opforge ships none for it)")
+        raise UsageError(f"{task.label} has no seed kernel for the {backend} backend {where}; give the starting kernel "
+                         f"with {name('seed_kernel')}, or let the LLM coder write one (--coder llm).")
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a file; give --seed-kernel a kernel's .py file.")
     try:
@@ -220,7 +232,7 @@ def queue_run(store: Store, plan: RunPlan, label: str, priority: int,
     try:
         return store.submit_job(run.id, {"task": label, "coder": plan.config.coder, "backend": plan.config.backend,
                                          **(extra or {})},
-                                priority=priority)
+                                priority=priority, requires=job_requirement(plan.config, cuda_present()))
     except BaseException:
         store.set_run_status(run.id, RunStatus.FAILED)  # no orphan "running" run without its job
         raise
