@@ -23,7 +23,7 @@ import torch
 import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed on import; import it before any snapshot
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from evaluator import audit_hook
+from evaluator import audit_hook, kernel_stores
 
 # Ops that move, view or allocate memory but compute nothing; a candidate may call these freely.
 LAYOUT_OPS = frozenset("""
@@ -36,8 +36,10 @@ arange scalar_tensor
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
-                    "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
-                    "evaluator.worker", "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
+                    "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
+                    "evaluator.wire", "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
+                    "triton.runtime.autotuner", "evaluator.observer",
+                    "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
@@ -61,6 +63,10 @@ class Guards:
         self.exact_type = builtins.type
         self.tensor_type = torch.Tensor
         self.clone: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.clone
+        self.ledger = kernel_stores.StoreLedger()  # the bytes Triton kernels stored (interpreter only)
+        self.stores_accounted = False  # True once the interpreter's stores go through the ledger
+        self.notes: set[str] = set()  # facts for the verdict (interpreter_gaps: autotune ran one config)
+        self.thread_starts = [0]  # Python threads started since the worker began (install_thread_counter)
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         # namespace label -> (module or class, its names, their values): held, so compared by identity
         self._snapshot: dict[str, tuple[Any, tuple[str, ...], tuple[Any, ...]]] = {}
@@ -125,6 +131,22 @@ class Guards:
                 return f"the kernels of {name}"
         return None
 
+    # -- threads --------------------------------------------------------------------------------------------------
+    def install_thread_counter(self) -> None:
+        """Count every Python thread started: work in a thread joined before the call returns leaves the thread
+        count unchanged, and PyTorch's profiler (the observer) sees one thread only, so a call may start none."""
+        import threading
+        starts = self.thread_starts
+        real = _thread.start_new_thread
+
+        def start_new_thread(*args: Any, **kwargs: Any) -> Any:
+            starts[0] += 1
+            return real(*args, **kwargs)
+
+        _thread.start_new_thread = start_new_thread
+        if getattr(threading, "_start_new_thread", None) is real:
+            threading._start_new_thread = start_new_thread  # type: ignore[attr-defined] # private, 3.11's name
+
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:
         counter = self.launches
@@ -136,22 +158,36 @@ class Guards:
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
 
-        def counting_kernel(original: Callable) -> Callable:  # keyed by kernel: which kernels ran, not only how many
+        ledger = self.ledger
+        take_stored = ledger.take_stored
+
+        def counting_kernel(original: Callable, interpreted: bool) -> Callable:  # keyed by kernel: which kernels ran
             def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+                # A launch counts once it returned having done work: under the interpreter, once it stored bytes
+                # (a grid of zero programs, a launch that raises, stores all masked off: not a launch); elsewhere
+                # once it returned with a grid of at least one program.
                 label = f"triton:{getattr(getattr(kernel, 'fn', None), '__name__', '?')}"
-                counter[label] = counter.get(label, 0) + 1
-                return original(kernel, *args, **kwargs)
+                if kwargs.get("warmup"):
+                    return original(kernel, *args, **kwargs)
+                take_stored()
+                result = original(kernel, *args, **kwargs)
+                worked = take_stored() > 0 if interpreted else _programs(kwargs.get("grid")) != 0
+                if worked:
+                    counter[label] = counter.get(label, 0) + 1
+                return result
             run.__wrapped__ = original  # type: ignore[attr-defined]
             return run
 
         try:
             from triton.runtime import interpreter
-            interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run)
+            self.stores_accounted = os.environ.get("TRITON_INTERPRET") == "1" and kernel_stores.install(ledger)
+            interpreter.InterpretedFunction.run = counting_kernel(interpreter.InterpretedFunction.run,
+                                                                  self.stores_accounted)
             if cuda_available:
                 install_compiled_launch_counter(counter)
             else:
                 from triton.runtime import jit
-                jit.JITFunction.run = counting_kernel(jit.JITFunction.run)
+                jit.JITFunction.run = counting_kernel(jit.JITFunction.run, False)
         except ImportError:
             pass
 
@@ -206,6 +242,20 @@ class Guards:
             raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}): the sources do not compile"))
         raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}) could not be built ({verdict})"))
 
+    def unwritten_output(self, outputs: list[Any], kernels: dict[str, int]) -> str | None:
+        """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
+        that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
+        write outside the ledger, so a call that used one is not judged here."""
+        if not self.stores_accounted or any(not k.startswith("triton:") for k in kernels):
+            return None
+        for i, out in enumerate(outputs):
+            if self.exact_type(out) is self.tensor_type and out.device.type == "cpu":
+                missing = self.ledger.uncovered(out)
+                if missing:
+                    return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "
+                            "(computed outside the launched kernels)")
+        return None
+
     def launch_total(self) -> int:
         return sum(self.launches.values())
 
@@ -230,6 +280,20 @@ class Guards:
         for cls in self._classes:
             self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = (cls, *_contents(vars(cls)))
         self._views = list(self._snapshot.values())
+
+    def builtins_changed(self) -> str | None:
+        """The first builtin replaced since the snapshot (~10 us: run right after every call)."""
+        entry = self._snapshot.get("builtins")
+        if entry is None:
+            return None
+        _, keys, values = entry
+        now = vars(builtins)
+        if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
+            return None
+        for key, value in zip(keys, values):
+            if key != "_" and (key not in now or now[key] is not value):
+                return key
+        return None
 
     def tampered(self) -> str | None:
         """The first watched name whose value changed since the snapshot, e.g. 'time.perf_counter'.
@@ -300,7 +364,8 @@ def install_compiled_launch_counter(counter: dict[str, int], kernel_class: Any =
     def launch_metadata(kernel: Any, *args: Any, **kwargs: Any) -> Any:
         fn = getattr(getattr(kernel, "src", None), "fn", None)
         label = f"triton:{getattr(fn, '__name__', None) or getattr(kernel, 'name', '?')}"
-        counter[label] = counter.get(label, 0) + 1
+        if args and _programs(args[0]) != 0:  # a grid of zero programs launches nothing
+            counter[label] = counter.get(label, 0) + 1
         return original(kernel, *args, **kwargs)
     launch_metadata.__wrapped__ = original  # type: ignore[attr-defined]
     kernel_class.launch_metadata = launch_metadata
@@ -337,12 +402,29 @@ def _dispatch_digest(name: str) -> str:
     return hashlib.blake2b("\n".join(lines).encode(), digest_size=8).hexdigest()
 
 
+def _programs(grid: Any) -> int | None:
+    """Programs in a launch's grid, when the grid is a plain tuple of ints (None when it cannot be told)."""
+    if isinstance(grid, int):
+        return grid
+    if isinstance(grid, tuple) and all(isinstance(g, int) for g in grid):
+        n = 1
+        for g in grid:
+            n *= g
+        return n
+    return None
+
+
+_no_torch_function = torch._C.DisableTorchFunction
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+    """Raw bytes compared with `__torch_function__` overrides off (callers check exact types first)."""
+    with _no_torch_function():
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.numel() == 0:
+            return True
+        return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
 
 
 class OpTrace(TorchDispatchMode):
@@ -360,8 +442,3 @@ class OpTrace(TorchDispatchMode):
         if name not in LAYOUT_OPS and func.overloadpacket.__name__ not in LAYOUT_OPS:
             self.ops[name] += 1
         return func(*args, **(kwargs or {}))
-
-
-def recomputes_reference(candidate_ops: set[str], reference_ops: set[str]) -> bool:
-    """True when the candidate's own PyTorch calls already cover every compute op of the reference."""
-    return bool(reference_ops) and reference_ops <= candidate_ops

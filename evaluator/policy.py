@@ -20,7 +20,6 @@ BANNED_MODULES = {
     "urllib": "opens network connections",
     "http": "opens network connections",
     "requests": "opens network connections",
-    "threading": "starts threads that can work after the call returns",
     "_thread": "starts threads that can work after the call returns",
     "concurrent": "starts threads that can work after the call returns",
     "asyncio": "runs work outside the call",
@@ -72,6 +71,14 @@ BANNED_ATTRIBUTES: dict[str, tuple[frozenset[str] | None, str]] = {
     "set_eval_frame": (_ANY, "intercepts the harness's frames"),
     "_dispatch_library": (_ANY, "replaces PyTorch's own kernels"),
 }
+# Calls that only ask (threads, devices, dtypes): a fallback clause may use them to pick a configuration.
+QUERY_CALLS = frozenset({
+    "get_num_threads", "get_num_interop_threads", "is_available", "device_count", "get_device_properties",
+    "get_device_capability", "get_device_name", "current_device", "get_default_dtype", "is_built", "is_tensor",
+    "is_floating_point", "is_complex", "finfo", "iinfo", "is_initialized", "cpu_count", "mem_get_info",
+})
+# Flags a kernel may set (they change PyTorch's own numerics in the candidate's process only).
+FLAG_PREFIXES = ("torch.backends.",)
 # The one public part of the harness a candidate may import: `from evaluator.native import load_c` (native kernels).
 NATIVE_MODULE, NATIVE_NAMES = "evaluator.native", ("load_c",)
 PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "np", "numpy", "os", "sys", "math", "random"}
@@ -129,6 +136,8 @@ def check_source(source: str, allow_torch: bool = False) -> list[Violation]:
                 root = _attribute_root(target)
                 if isinstance(target, ast.Subscript) and ast.unparse(target.value) == "os.environ":
                     continue  # setting build variables such as TORCH_CUDA_ARCH_LIST; the environment holds no secrets
+                if ast.unparse(target).startswith(FLAG_PREFIXES):
+                    continue
                 if root is not None and aliases.get(root, root) in PATCHABLE_ROOTS:
                     found.append(Violation(line, f"assigns to {ast.unparse(target)}: patching {root} is not allowed"))
         elif isinstance(node, ast.Try) and not allow_torch:
@@ -171,7 +180,9 @@ def _attribute_root(target: ast.expr) -> str | None:
 def _calls_torch(handler: ast.ExceptHandler, aliases: dict[str, str]) -> bool:
     for node in ast.walk(handler):
         if isinstance(node, ast.Call):
-            root = _attribute_root(node.func) if isinstance(node.func, ast.Attribute) else None
-            if root and aliases.get(root, root) == "torch":
+            func = node.func
+            root = _attribute_root(func) if isinstance(func, ast.Attribute) else None
+            if root and isinstance(func, ast.Attribute) and aliases.get(root, root) == "torch" \
+                    and func.attr not in QUERY_CALLS:
                 return True
     return False

@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-7, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 NORMAL_SCALE = 4.0  # the second distribution: standard normal, scaled so that negatives and large magnitudes appear
+LARGE_SCALES = (1e5, 1e3)  # the large-magnitude trial: the first of these that keeps the reference finite
 JITTER_SCALE = 0.5  # parameters an init seed does not change (norm layers) move by this much of their mean magnitude
 
 
@@ -63,10 +64,12 @@ class TaskRuntime:
         self._apply(variant)
         return list(self.module.get_init_inputs())
 
-    def inputs(self, variant: int, seed: int, distribution: str = "task") -> list[Any]:
-        """The task's inputs for one trial. Distribution 'normal' redraws every float tensor from N(0, 1) * 4;
-        'perturbed' is the task's draw with a single element of one float input changed by at least 1 (a probe for
-        caches keyed on a sample of the input's values)."""
+    def inputs(self, variant: int, seed: int, distribution: str = "task", scale: float = NORMAL_SCALE) -> list[Any]:
+        """The task's inputs for one trial. Distribution 'normal' redraws every float tensor from N(0, 1) * 4 and
+        'large' from N(0, 1) * `scale`, value by value: entries that the task drew equal stay equal (RoPE's tables
+        of two equal halves, a symmetric matrix), so the structure an honest kernel relies on survives.
+        'perturbed' is the task's draw with one value of one float input (every entry holding it) moved away from
+        zero by at least 1, keeping its sign (a probe for caches keyed on a sample of the input's values)."""
         self._apply(variant)
         seed_generators(seed)
         if self.device.type == "meta":
@@ -85,9 +88,8 @@ class TaskRuntime:
         gen = torch.Generator(device=self.device).manual_seed(seed ^ 0x5DEECE66D)  # drawn where the inputs live
         for x in raw:
             if isinstance(x, torch.Tensor):
-                if distribution == "normal" and x.dtype in FLOAT_DTYPES:
-                    x = (torch.randn(x.shape, generator=gen, dtype=torch.float32, device=self.device)
-                         * NORMAL_SCALE).to(x.dtype)
+                if distribution in ("normal", "large") and x.dtype in FLOAT_DTYPES and x.numel():
+                    x = _redraw(x.to(self.device), gen, NORMAL_SCALE if distribution == "normal" else scale)
                 x = x.to(self.device)
             out.append(x)
         floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.numel()]
@@ -95,8 +97,9 @@ class TaskRuntime:
             which = floats[int(torch.randint(0, len(floats), (1,), generator=gen, device=self.device))]
             x = out[which].clone()
             spot = int(torch.randint(0, x.numel(), (1,), generator=gen, device=self.device))
-            delta = float(torch.randn((), generator=gen, device=self.device))
-            x.view(-1)[spot] += (1.0 + abs(delta)) * (1 if delta >= 0 else -1)
+            delta = 1.0 + abs(float(torch.randn((), generator=gen, device=self.device)))
+            value = x.reshape(-1)[spot].clone()
+            x[x == value] = value + (delta if bool(value >= 0) else -delta)
             out[which] = x
         return out
 
@@ -137,6 +140,18 @@ class TaskRuntime:
                     facts["jittered"] += 1
         return model, facts
 
+    def forget_models(self) -> None:
+        """Drop the task's module classes (the candidate's worker, once it holds the reference weights it needs):
+        what a candidate could reach through `nn.Module.__subclasses__()` and a method's globals (the task's
+        `get_inputs`, to do its work while inputs are drawn) is gone."""
+        import gc
+        name = self.module.__name__
+        for key, value in list(self.module.__dict__.items()):
+            if isinstance(value, type) and issubclass(value, torch.nn.Module) and value.__module__ == name:
+                del self.module.__dict__[key]
+        del key, value
+        gc.collect()
+
     def reference_model(self, variant: int, init_seed: int) -> torch.nn.Module:
         init = self.init_inputs(variant)
         seed_generators(init_seed)
@@ -151,6 +166,13 @@ class TaskRuntime:
             return float(tol.get("atol", 1e-4)), float(tol.get("rtol", 1e-4))
         t = DEFAULT_TOLERANCE.get(dtype, 0.0)
         return t, t
+
+
+def _redraw(x: torch.Tensor, gen: torch.Generator, scale: float) -> torch.Tensor:
+    """Every distinct value of `x` replaced by a fresh draw from N(0, 1) * scale (equal entries stay equal)."""
+    values, inverse = torch.unique(x.detach().reshape(-1), return_inverse=True)
+    fresh = torch.randn(values.numel(), generator=gen, dtype=torch.float32, device=gen.device) * scale
+    return fresh.to(x.device)[inverse].reshape(x.shape).to(x.dtype)
 
 
 def seed_generators(seed: int) -> None:
@@ -217,8 +239,14 @@ def describe(values: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+_exact_type, _tuple, _list = type, tuple, list  # captured before any candidate code exists
+
+
 def as_outputs(value: Any) -> list[Any]:
-    """A forward's result as a flat list: a tensor, or a tuple/list of tensors."""
-    if isinstance(value, (tuple, list)):
-        return list(value)
+    """A forward's result as a flat list: a tensor, or exactly a tuple or list of tensors. A subclass of tuple or
+    list is not unpacked (its `__iter__` would run the candidate's code after the timer): it is one output, which
+    the structural check then refuses as not a plain tensor."""
+    kind = _exact_type(value)
+    if kind is _tuple or kind is _list:
+        return _list.copy(value) if kind is _list else [*_tuple.__iter__(value)]
     return [value]

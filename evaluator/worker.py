@@ -7,18 +7,22 @@ launch counts, ops, timings, problems it saw) and the driver judges them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import traceback
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
 
-from evaluator import process_tree, timing
+from evaluator import interpreter_gaps, process_tree, timing, torch_profile
 from evaluator.guards import Guards, OpTrace, same_bits
-from evaluator.task_runtime import TaskRuntime, as_outputs, describe
+from evaluator.kernel_stores import CopyGrants
+from evaluator.observer import CallObserver
+from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
 CANDIDATE_MODULE = "opforge_candidate"
@@ -42,6 +46,8 @@ class Worker:
         self.timer: timing.CallTimer | None = None
         self.grad = False
         self.compiled = False
+        self.reference_states: dict[int, dict[str, torch.Tensor]] = {}  # candidate: the reference's weights
+        self.require_kernels = False  # outputs must be written by kernels (the driver's, unless --allow-torch)
 
     # -- commands -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -64,14 +70,19 @@ class Worker:
                 if self.enforce and self.guards.refusals:
                     self.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
                 else:
-                    self.send({"status": "runtime_error", "reason": _one_line(exc), "log": _tail()})
+                    self.send({"status": "runtime_error", "reason": _with_hint(exc), "log": _tail()})
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
     def _check_copy_ops(self) -> None:
-        """Right after a call, before the harness copies its outputs: the copy operators' kernels are unchanged.
-        Both roles pay for the check (the driver's clock compares their per-call costs); only the candidate is refused."""
+        """Right after a call, before the harness copies its outputs or uses a builtin: the builtins are the ones
+        captured at load (a hook on `isinstance` that finishes work when the harness calls it, then removes itself,
+        is still in place here), and the copy operators' kernels are unchanged. Both roles pay for the check (the
+        driver's clock compares their per-call costs); only the candidate is refused."""
+        builtin = self.guards.builtins_changed()
         changed = self.guards.copy_ops_changed()
         if self.enforce:
+            if builtin and not self.guards.refusals:
+                self.guards.refusals.append(f"the candidate replaced builtins.{builtin}, which the harness uses")
             if changed and not self.guards.refusals:
                 self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
                                             "harness's copies of its outputs go through")
@@ -97,6 +108,7 @@ class Worker:
         self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
         self.init_seeds = list(cmd["init_seeds"])
         self.compiled = bool(cmd.get("compile"))
+        self.require_kernels = bool(cmd.get("require_kernels"))
         self.timer = timing.CallTimer(device)
         self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
         self.models.clear()
@@ -110,6 +122,11 @@ class Worker:
                           "interpreter_shape": None if self.rt.interpreter_shape is None else
                           {k: repr(v) for k, v in self.rt.interpreter_shape.items()}})
             return
+        # The reference weights of every shape variant, built now: the task's module classes are then dropped, so
+        # candidate code cannot reach the task (and patch how its inputs are drawn).
+        self.reference_states = {v: self.rt.reference_model(v, self.init_seeds[v]).state_dict()
+                                 for v in range(len(self.rt.variants))}
+        self.rt.forget_models()
         path = Path(os.getcwd()) / "candidate.py"
         path.write_text(cmd["candidate_source"])
         # load_inline calls during the import ask the driver for their build (build_stage.py); never afterwards.
@@ -170,7 +187,8 @@ class Worker:
                                                    int(cmd["fresh_seed"]))
             probe = {"input_changed": changed}
         else:
-            inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"))
+            inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"),
+                               float(cmd.get("scale", NORMAL_SCALE)))
         if cmd.get("prime_seed") is not None:
             primed = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
             if primed is None:
@@ -182,14 +200,16 @@ class Worker:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
             base_bytes = torch.cuda.memory_allocated()
-        trace = OpTrace() if cmd.get("trace") else None
-        with torch.set_grad_enabled(self.grad):
+        # The reference's op names (for reports); the candidate is observed by what its calls compute instead.
+        trace = OpTrace() if cmd.get("trace") and not self.enforce else None
+        seen: dict[str, Any] = {}
+        with torch.set_grad_enabled(self.grad), self._watched(True, seen):
             if trace is not None:
                 with trace:
                     out = model(*inputs)
             else:
                 out = model(*inputs)
-        timer.sync()
+            timer.sync()
         self._check_copy_ops()
         outputs = as_outputs(out)
         report: dict[str, Any] = {"status": "ran", "ops": sorted(trace.ops) if trace else [],
@@ -198,6 +218,8 @@ class Worker:
             report["inputs"] = describe(inputs)
         if probe:
             report["probe"] = probe
+        if self.guards.notes:
+            report["notes"] = sorted(self.guards.notes)
         if cuda:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
         kernels = self.guards.launches_since(launches0)
@@ -205,7 +227,8 @@ class Worker:
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
             self.send(report)
             return
-        problem = self._problem(outputs, inputs, before) + (self._refuse_reason(),)
+        problem = self._problem(outputs, inputs, before) + (self._call_problem(outputs, kernels, seen, inputs),
+                                                             self._refuse_reason())
         if self.enforce and any(problem):
             self.send({"status": "rejected", "reason": next(p for p in problem if p)})
             return
@@ -233,13 +256,16 @@ class Worker:
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
-                ms, out = timer.time_call(model, inputs)
+                seen: dict[str, Any] = {}
+                with self._watched(self.guards.stores_accounted, seen):
+                    ms, out = timer.time_call(model, inputs)
                 left_running.append(timer.left_running_ms)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
-                kept = [self._clone(o) for o in as_outputs(out) if isinstance(o, torch.Tensor)]
-                problems = self._problem(as_outputs(out), inputs, None)
+                outputs = as_outputs(out)
+                kept = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
+                problems = self._problem(outputs, inputs, None) + (self._call_problem(outputs, kernels, seen, inputs),)
                 if self.enforce and any(problems):
                     self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
@@ -259,21 +285,11 @@ class Worker:
                    "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
     def cmd_loop(self, cmd: dict[str, Any]) -> None:
-        """Back-to-back calls on one set of inputs for at least `seconds`, synchronised once at the end: the loop
-        the driver meters energy over (energy.py). Replies how many calls ran."""
-        rt, timer = self.rt, self.timer
-        assert rt is not None and timer is not None
-        model = self._model(int(cmd["variant"]))
-        inputs = rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
-        calls, seconds = 0, float(cmd["seconds"])
+        """Back-to-back calls on one set of inputs for at least `seconds`: what the driver meters energy over."""
+        assert self.rt is not None and self.timer is not None
+        inputs = self.rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
         with torch.set_grad_enabled(self.grad):
-            model(*inputs)
-            timer.sync()
-            end_ms = timing.now_ms() + seconds * 1e3
-            while timing.now_ms() < end_ms:
-                model(*inputs)
-                calls += 1
-            timer.sync()
+            calls = timing.back_to_back(self._model(int(cmd["variant"])), inputs, self.timer, float(cmd["seconds"]))
         problem = self._refuse_reason() if self.enforce else None
         self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
                   {"status": "looped", "calls": calls})
@@ -295,8 +311,15 @@ class Worker:
             with torch.set_grad_enabled(self.grad):
                 for inputs in batches:
                     # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
-                    outs = as_outputs(model(*inputs))
+                    launches0 = dict(self.guards.launches)
+                    seen: dict[str, Any] = {}
+                    with self._watched(self.guards.stores_accounted, seen):
+                        outs = as_outputs(model(*inputs))
                     self._check_copy_ops()
+                    unwritten = self._call_problem(outs, self.guards.launches_since(launches0), seen, inputs)
+                    if unwritten and self.enforce:
+                        self.send({"status": "rejected", "reason": unwritten})
+                        return
                     for out in outs:
                         if isinstance(out, torch.Tensor):
                             self._clone(out)
@@ -306,23 +329,10 @@ class Worker:
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
-        rt, timer = self.rt, self.timer
-        assert rt is not None and timer is not None
-        model = self._model(0)
-        inputs = rt.inputs(0, int(cmd["seed"]))
-        from torch.profiler import ProfilerActivity, profile
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
-        with torch.set_grad_enabled(self.grad), profile(activities=activities) as prof:
-            model(*inputs)
-            timer.sync()
-        metrics: dict[str, float] = {}
-        events = sorted(prof.key_averages(), key=lambda e: -_self_time_us(e, timer.cuda))[:12]
-        for e in events:
-            metrics[f"{e.key} self_{'cuda' if timer.cuda else 'cpu'}_us"] = round(_self_time_us(e, timer.cuda), 3)
-        for label, n in self.guards.launches.items():  # per kind (triton, extension) and per kernel
-            kind = label.split(":", 1)[0]
-            metrics[f"launches.{kind}"] = metrics.get(f"launches.{kind}", 0.0) + n
-            metrics[f"launches.{label}"] = float(n)
+        assert self.rt is not None and self.timer is not None
+        with torch.set_grad_enabled(self.grad):
+            metrics = torch_profile.profile_table(self._model(0), self.rt.inputs(0, int(cmd["seed"])), self.timer,
+                                    self.guards.launches)
         self.send({"status": "profiled", "profile": metrics})
 
     def _prime(self, model: torch.nn.Module, variant: int, prime_seed: int, target: list[Any],
@@ -350,12 +360,11 @@ class Worker:
         if variant not in self.models:
             assert self.rt is not None
             seed = self.init_seeds[variant]
-            reference = self.rt.reference_model(variant, seed)
             if self.role == "reference":
+                reference = self.rt.reference_model(variant, seed)
                 self.models[variant] = cast(torch.nn.Module, torch.compile(reference)) if self.compiled else reference
             else:
-                state = reference.state_dict()
-                del reference
+                state = self.reference_states[variant]
                 init = self.rt.init_inputs(variant)
                 torch.manual_seed(seed)
                 model = self.model_cls(*init)
@@ -365,6 +374,48 @@ class Worker:
                 self.models[variant] = model.to(self.rt.device)
         return self.models[variant]
 
+    @contextlib.contextmanager
+    def _watched(self, observe: bool, seen: dict[str, Any]) -> Iterator[None]:
+        """Around one call of the candidate: the thread starts it makes; with `observe`, what PyTorch computed (the
+        profiler); under the interpreter, the ledger of the bytes kernels store and the grants for PyTorch's copies
+        of them. Under the interpreter every call is watched alike, checked or timed, so none can be told apart."""
+        guards = self.guards
+        if not (self.enforce and self.require_kernels):
+            yield
+            return
+        starts0 = guards.thread_starts[0]
+        observer = CallObserver() if observe else None
+        with contextlib.ExitStack() as stack:
+            if guards.stores_accounted:
+                guards.ledger.begin()
+                stack.callback(guards.ledger.end)
+            if observer is not None:
+                stack.enter_context(observer)
+            if guards.stores_accounted:
+                stack.enter_context(CopyGrants(guards.ledger))
+            yield
+        seen["threads"] = guards.thread_starts[0] - starts0
+        seen["observer"] = observer
+
+    def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
+                      inputs: list[Any]) -> str | None:
+        """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
+        outputs whose bytes no kernel stored."""
+        if not (self.enforce and self.require_kernels):
+            return None
+        if seen.get("threads"):
+            return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
+                    "harness's sight)")
+        observer = seen.get("observer")
+        if observer is not None:
+            ops = observer.compute_at_scale(outputs, inputs)
+            if ops is None:
+                return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
+            if ops:
+                return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
+                        f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels")
+        return self.guards.unwritten_output(outputs, kernels)
+
     def _clone(self, t: torch.Tensor) -> torch.Tensor:
         return self.guards.clone(t).detach()
 
@@ -373,11 +424,13 @@ class Worker:
         extra = self.guards.extra_threads()
         threads = f"the candidate left {extra} thread(s) running after returning" if extra > 0 else None
         mutated = None
-        if before is not None:
-            for i, (x, x0) in enumerate(zip(inputs, before)):
-                if isinstance(x, torch.Tensor) and not same_bits(x, x0):
-                    mutated = f"the candidate modified input {i} (inputs must be left unchanged)"
-                    break
+        exact, tensor = self.guards.exact_type, self.guards.tensor_type
+        for i, (x, x0) in enumerate(zip(inputs, before or inputs)):
+            if exact(x) is not tensor and isinstance(x, torch.Tensor):  # a swapped __class__ could lie to checks
+                return threads, f"the candidate changed the type of input {i} to {exact(x).__name__}", None
+            if before is not None and exact(x) is tensor and not same_bits(x, x0):
+                mutated = f"the candidate modified input {i} (inputs must be left unchanged)"
+                break
         return threads, self.guards.output_problem(outputs, inputs), mutated
 
     def _refuse_reason(self, deep: bool = False) -> str | None:
@@ -406,16 +459,17 @@ class Worker:
         return bool(reason)
 
 
-def _self_time_us(event: Any, cuda: bool) -> float:
-    if cuda:
-        return float(getattr(event, "self_device_time_total", 0.0) or getattr(event, "self_cuda_time_total", 0.0))
-    return float(event.self_cpu_time_total)
-
-
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     msg = text[0] if text else ""
     return f"{type(exc).__name__}: {msg}"[:300] if msg else type(exc).__name__
+
+
+def _with_hint(exc: BaseException) -> str:
+    """The error in one line, led by a sentence when it is a known gap of Triton's CPU interpreter."""
+    line = _one_line(exc)
+    found = interpreter_gaps.hint(f"{exc!r} {exc.__cause__!r}")
+    return f"{found} ({line})" if found else line
 
 
 def _tail() -> str:

@@ -73,6 +73,11 @@ def main() -> None:
     import evaluator.native  # noqa: F401 - load_c, served by the build stage in candidate workers
     import torch.profiler  # noqa: F401
 
+    try:  # PyTorch's own lazily registered kernels (vmap's decompositions), before any snapshot or guard
+        from torch._functorch.predispatch import lazy_load_decompositions
+        lazy_load_decompositions()
+    except ImportError:
+        pass
     from evaluator.hardening import assert_fork_safe
     assert_fork_safe()  # the warm imports above must not have started CUDA
     if role == "candidate" and device == "cpu":

@@ -84,6 +84,22 @@ def test_policy_admits_honest_kernel_idioms():
     assert check_source(honest) == []
 
 
+def test_policy_admits_flags_queries_in_except_and_a_lock():
+    honest = (
+        "import threading\nimport torch\n"
+        "torch.backends.cuda.matmul.allow_tf32 = False\ntorch.backends.cudnn.allow_tf32 = False\n"
+        "_lock = threading.Lock()\n"
+        "try:\n    import psutil\n    n = psutil.cpu_count()\n"
+        "except ImportError:\n    n = torch.get_num_threads() if not torch.cuda.is_available() else "
+        "torch.cuda.device_count()\n"
+    )
+    assert check_source(honest) == []
+    # A compute call in the same clause is still a fallback, and torch outside torch.backends is still patching.
+    assert any("except" in str(v) for v in check_source(
+        "import torch\ntry:\n    y = 1\nexcept Exception:\n    n = torch.get_num_threads()\n    y = torch.relu(n)\n"))
+    assert any("patching torch" in str(v) for v in check_source("import torch\ntorch.relu = abs\n"))
+
+
 def test_compare_reports_errors_and_nan_positions():
     e = torch.tensor([1.0, 2.0, float("nan")])
     assert compare([e], [e.clone()]).ok
@@ -147,9 +163,10 @@ def test_timed_calls_must_launch_every_kernel_a_checked_call_launched():
 
     _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 2, "triton:extra": 1})
     _refuse_other_work_when_timed({}, {})
-    with pytest.raises(Refused, match="launched k 1 time"):
-        _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 1})
-    with pytest.raises(Refused, match="launched relu 0 time"):
+    _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 1})  # launch counts may follow the data
+    with pytest.raises(Refused, match="never launched k,"):
+        _refuse_other_work_when_timed({"triton:k": 2}, {"triton:other": 1})
+    with pytest.raises(Refused, match="never launched relu,"):
         _refuse_other_work_when_timed({"extension:relu": 1}, {"triton:k": 3})
 
 

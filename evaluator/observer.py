@@ -1,0 +1,86 @@
+"""What PyTorch computed during one call of the candidate, judged by what it does, not by its name.
+
+The observer is PyTorch's own profiler (its RecordFunction callbacks, in C++): it sees every operator that reaches
+the dispatcher, under any name (a decomposition, `einsum` traced as `bmm`, the operators inside a custom operator of a
+new namespace), and a candidate cannot hide from it by popping dispatch modes. Switching the profiler off and on
+again inside the call loses the harness's opening marker, which is itself refused. Threads are covered separately:
+the worker counts thread starts during a call (`Guards.thread_starts`).
+
+A call may allocate, view, copy, cast and query metadata freely. Other operators are compute; their work is the size
+of their largest argument, summed over the call (so a computation split into small chunks adds up). Compute whose
+work reaches the output's scale -- the smallest output's elements, or a 64th of the largest input's when that is
+more (a final reduction over a few partial sums stays below it) -- is work the kernels must do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from evaluator.guards import LAYOUT_OPS
+
+MARKER = "opforge::call"
+_profile = torch.autograd.profiler.profile
+_record_function = torch.autograd.profiler.record_function
+# Beyond LAYOUT_OPS: copies, casts, constant fills and metadata queries that compute nothing.
+FREE_OPS = LAYOUT_OPS | frozenset("""
+cat stack _copy_from _copy_from_and_resize constant_pad_nd flip roll repeat masked_fill_ result_type is_same_size
+_has_compatible_shallow_copy_type size stride numel dim is_contiguous storage_offset _nested_tensor_size
+resolve_conj resolve_neg _conj _neg_view real imag empty_permuted as_strided_ index_put_ index_select select_backward
+""".split())
+
+
+class CallObserver:
+    """`with observer:` around one call; then `compute_at_scale(outputs)`."""
+
+    def __init__(self) -> None:
+        self._prof: Any = None
+
+    def __enter__(self) -> "CallObserver":
+        self._prof = _profile(record_shapes=True, use_kineto=False)
+        self._prof.__enter__()
+        with _record_function(MARKER):
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._prof.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - a profiler the candidate switched off: judged as missing the marker
+            self._prof = None
+
+    def compute_at_scale(self, outputs: list[Any], inputs: list[Any]) -> list[str] | None:
+        """Names of the compute operators that ran on data of the output's size; None when the observation was
+        tampered with (the profiler switched off or restarted inside the call)."""
+        if self._prof is None:
+            return None
+        events = self._prof.function_events or []
+        if not any(e.name == MARKER for e in events):
+            return None
+        sizes = [o.numel() for o in outputs if isinstance(o, torch.Tensor)]
+        largest_input = max((x.numel() for x in inputs if isinstance(x, torch.Tensor)), default=0)
+        scale = max(2, min(sizes) if sizes else 2, largest_input // 64)
+        found: set[str] = set()
+        work = 0
+        for e in events:
+            name = e.name
+            if not name.startswith("aten::"):
+                continue
+            short = name[6:]
+            if short in FREE_OPS or short.rstrip("_") in FREE_OPS:
+                continue
+            size = max((_numel(shape) for shape in (e.input_shapes or ())), default=0)
+            if size > 1:
+                work += size
+                found.add(name)
+        return sorted(found) if work >= scale else []
+
+
+def _numel(shape: Any) -> int:
+    if not isinstance(shape, (list, tuple)) or not shape or not all(isinstance(d, int) for d in shape):
+        return 0
+    n = 1
+    for d in shape:
+        n *= d
+    return n

@@ -1,0 +1,37 @@
+"""Input probes that stay fair: a trial on other inputs than the task's is only a test where the reference still
+gives finite numbers on them.
+
+The second distribution (N(0, 1) * 4), the large-magnitude trial and the near-copy probe draw values that the task's
+own `get_inputs` may never produce: a negative probability, a log of a negative number. Where the task's inputs give
+a finite reference and a probe's give NaN or infinity, the probe left the operator's domain: an honest kernel that
+clamps (KL divergence) would be refused for returning a number. Such a probe is redrawn at a smaller magnitude where
+one is planned, else skipped and said so in the trial's record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from evaluator.config import EvalConfig
+from evaluator.connection import WorkerConnection
+from evaluator.task_runtime import LARGE_SCALES
+
+
+def all_finite(tensors: list[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point() or t.is_complex())
+
+
+def expected_in_domain(ref: WorkerConnection, run: dict[str, Any], cfg: EvalConfig,
+                       task_finite: bool) -> tuple[dict[str, Any], dict[str, Any], list[torch.Tensor]] | None:
+    """(the run as sent, the reference's reply, its outputs), or None when the probe leaves the reference's domain
+    at every magnitude planned for it."""
+    dist = run.get("distribution", "task")
+    scales: tuple[float | None, ...] = LARGE_SCALES if dist == "large" else (None,)
+    for scale in scales:
+        sent = run | ({"scale": scale} if scale is not None else {})
+        reply, expected = ref.request(sent, cfg.run_timeout_s, "computing expected outputs")
+        if dist == "task" or not task_finite or all_finite(expected):
+            return sent, reply, expected
+    return None

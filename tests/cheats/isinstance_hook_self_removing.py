@@ -1,0 +1,48 @@
+# task: relu
+# expect: rejected
+# why: installs a hook on builtins.isinstance (reached with getattr on a string, past the static check) that
+#   finishes the output the first time the harness calls isinstance after the call, then removes itself
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+def kernel_copy(src: torch.Tensor) -> torch.Tensor:
+    src = src.contiguous()
+    out = torch.empty_like(src)
+    copy_kernel[(triton.cdiv(src.numel(), 1024),)](src, out, src.numel(), BLOCK=1024)
+    return out
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+BUILTINS = getattr(nn, "__buil" + "tins__")
+REAL = BUILTINS["isinstance"]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        relu_kernel[(1,)](x, out, 4, BLOCK=4)
+
+        def hook(obj, cls):
+            BUILTINS["isinstance"] = REAL
+            relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+            return REAL(obj, cls)
+
+        BUILTINS["isinstance"] = hook
+        return out
