@@ -37,7 +37,8 @@ def main() -> None:
     channel = FileChannel(job_dir, float(job.get("build_timeout_s", 300)))
     worker = Worker(channel, "candidate", guards)  # type: ignore[arg-type]
     worker.cmd_load({"task_source": job["task_source"], "task_name": job["task_name"], "device": device,
-                     "init_seeds": [job["init_seed"]], "candidate_source": job["candidate_source"],
+                     "init_seeds": [job["init_seed"]] * 64,  # one per shape variant, as the driver sends
+                     "candidate_source": job["candidate_source"],
                      "builds": True, "build_mode": "link"})
     if channel.last.get("status") != "ready":
         print(f"opforge-ncu-target: {channel.last.get('status')}: {channel.last.get('reason')}", file=sys.stderr)

@@ -45,14 +45,14 @@ def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
-def openmp_environment() -> dict[str, str]:
+def openmp_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The OpenMP settings of both zygotes, read by libgomp when torch loads it (one libgomp serves PyTorch and native
     candidates alike). The same thread count for reference and candidate: the caller's OMP_NUM_THREADS, else every CPU
     this process may use. Threads sleep as soon as a parallel region ends: an honest OpenMP kernel's idle pool is never
     mistaken for work running in the background between calls, and spinning threads do not take the cores from the
     next call on a busy machine (measured: a 2-thread GELU took 12 ms a call with a 100000 spin count against 0.18 ms
     passive, on 2 loaded cores)."""
-    threads = os.environ.get("OMP_NUM_THREADS", "").strip()
+    threads = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "").strip()
     if not threads.isdigit() or int(threads) < 1:
         threads = str(len(os.sched_getaffinity(0)))
     return {"OMP_NUM_THREADS": threads, "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
@@ -77,7 +77,7 @@ def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
-    env.update(openmp_environment())
+    env.update(openmp_environment(environ))
     return env
 
 

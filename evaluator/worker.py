@@ -412,8 +412,10 @@ class Worker:
             if ops is None:
                 return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
             if ops:
+                none = "" if any(kernels.values()) else " (it launched no custom kernel; PyTorch-only candidates need " \
+                    "--allow-torch)"
                 return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
-                        f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels")
+                        f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels{none}")
         return self.guards.unwritten_output(outputs, kernels)
 
     def _clone(self, t: torch.Tensor) -> torch.Tensor:

@@ -70,6 +70,7 @@ def job_record(row: JobRow) -> JobRecord:
         run_id=row.run_id,
         state=JobState(row.state),
         priority=row.priority,
+        requires=row.requires,
         config=MappingProxyType(dict(row.config)),
         worker=row.worker,
         lease_expires_at=_maybe_aware(row.lease_expires_at),

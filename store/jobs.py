@@ -17,7 +17,7 @@ a lease has expired; on SQLite (one machine) the local clock is the database's.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -45,24 +45,28 @@ def row(session: Session, job_id: int) -> JobRow | None:
     return session.execute(stmt).scalar_one_or_none()
 
 
-def create(session: Session, task_id: int, run_id: int, config: Mapping[str, Any], priority: int) -> JobRow:
+def create(session: Session, task_id: int, run_id: int, config: Mapping[str, Any], priority: int,
+           requires: str = "any") -> JobRow:
     now = db_now(session)
     job = JobRow(task_id=task_id, run_id=run_id, config=dict(config), state=QUEUED, priority=priority, attempts=0,
-                 error="", created_at=now, updated_at=now)
+                 error="", created_at=now, updated_at=now, requires=requires)
     session.add(job)
     session.flush()
     return job
 
 
-def claim(session: Session, worker: str, lease_s: float, max_attempts: int) -> int | None:
+def claim(session: Session, worker: str, lease_s: float, max_attempts: int,
+          has: Sequence[str] = ("cpu", "gpu")) -> int | None:
     """Take the best claimable job for `worker` and return its id (None: nothing to do).
 
-    Claimable: queued, or running with an expired lease (its worker died or stalled). A take-over of a job whose
+    Claimable: queued, or running with an expired lease (its worker died or stalled), and needing only what the
+    worker's machine `has` (`cpu`, `gpu`): a CPU-only worker never takes a GPU job, nor a GPU worker a CPU one. A take-over of a job whose
     workers already lost it `max_attempts` times marks it failed instead (and its run), and the next is tried.
     """
     now = db_now(session)
     claimable = or_(J.c.state == QUEUED, and_(J.c.state == RUNNING, J.c.lease_expires_at < now))
-    pick = select(J.c.id, J.c.state, J.c.attempts, J.c.run_id, J.c.worker).where(claimable)
+    runnable = J.c.requires.in_(["any", *has])
+    pick = select(J.c.id, J.c.state, J.c.attempts, J.c.run_id, J.c.worker).where(claimable, runnable)
     pick = pick.order_by(J.c.priority.desc(), J.c.id).limit(1)
     if is_postgres(session):
         pick = pick.with_for_update(skip_locked=True)

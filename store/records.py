@@ -28,6 +28,9 @@ class QueueState(StrEnum):
     DONE = "done"
 
 
+JOB_REQUIREMENTS = ("any", "cpu", "gpu")  # a job's need: any machine, a CPU for native kernels, a GPU
+
+
 class JobState(StrEnum):
     """queued -> running -> done | failed; queued or running -> cancelled; running -> queued when released."""
 
@@ -213,6 +216,7 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    requires: str = "any"         # what its machine must have: any | cpu | gpu (see JOB_REQUIREMENTS)
 
     def held_by(self, worker: str) -> bool:
         """Whether `worker` still holds the job (as of this record; the lease may have run out since)."""

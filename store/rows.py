@@ -216,6 +216,7 @@ class JobRow(Base):
     __table_args__ = (
         Index("ix_jobs_claim", "state", "priority", "id"),
         CheckConstraint("state IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="state"),
+        CheckConstraint("requires IN ('any', 'cpu', 'gpu')", name="requires"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -224,6 +225,7 @@ class JobRow(Base):
     config: Mapped[dict[str, Any]]
     state: Mapped[str] = mapped_column(String(16), default="queued")
     priority: Mapped[int] = mapped_column(Integer, default=0)
+    requires: Mapped[str] = mapped_column(String(8), default="any", server_default="any")  # any | cpu | gpu
     worker: Mapped[str | None] = mapped_column(String(255))   # the holder (running), or the last one
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

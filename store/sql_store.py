@@ -32,7 +32,7 @@ from store.records import (
 from store.rows import BenchRow, CandidateRow, DevicePeakRow, LLMCallRow, RunRow, TaskRow, utcnow
 from store import jobs as job_queue  # the work queue's SQL (`opforge worker`)
 from store.codec import job_record
-from store.records import JobRecord, JobState
+from store.records import JOB_REQUIREMENTS, JobRecord, JobState
 from store.rows import JobRow
 
 _CHUNK = 1000
@@ -329,14 +329,18 @@ class Store:
             return queries.llm_usage(s, run_id)
 
     # --- jobs: the work queue of `opforge worker` (SQL and state diagram in store/jobs.py) -----------------------
-    def submit_job(self, run_id: int, config: Mapping[str, Any] | None = None, priority: int = 0) -> JobRecord:
-        """Queue a job that drives the run (created beforehand, e.g. by `opforge.run.search.start_run`)."""
+    def submit_job(self, run_id: int, config: Mapping[str, Any] | None = None, priority: int = 0,
+                   requires: str = "any") -> JobRecord:
+        """Queue a job that drives the run (created beforehand, e.g. by `opforge.run.search.start_run`); `requires`
+        is what a worker's machine must have to claim it (`any`, `cpu` or `gpu`)."""
+        if requires not in JOB_REQUIREMENTS:
+            raise StoreError(f"A job requires one of {', '.join(JOB_REQUIREMENTS)}, not {requires!r}.")
         with self._session(write=True) as s:
             run = self._get(s, RunRow, run_id, "run")
             taken = s.execute(select(JobRow.id).where(JobRow.run_id == run_id)).scalar()
             if taken is not None:
                 raise StoreError(f"Run {run_id} in {self.url} already belongs to job {taken}; submit a new run.")
-            return job_record(job_queue.create(s, run.task_id, run_id, config or {}, priority))
+            return job_record(job_queue.create(s, run.task_id, run_id, config or {}, priority, requires))
 
     def get_job(self, job_id: int) -> JobRecord:
         with self._session() as s:
@@ -350,12 +354,14 @@ class Store:
                 stmt = stmt.where(JobRow.state.in_([JobState(x).value for x in states]))
             return [job_record(r) for r in s.scalars(stmt)]
 
-    def claim_job(self, worker: str, lease_s: float, max_attempts: int = 3) -> JobRecord | None:
-        """Atomically take the next job (highest priority, then oldest; expired leases included) for `worker`,
-        holding it for `lease_s` seconds; None when there is nothing to do. No two callers ever get one job."""
+    def claim_job(self, worker: str, lease_s: float, max_attempts: int = 3,
+                  has: Sequence[str] = ("cpu", "gpu")) -> JobRecord | None:
+        """Atomically take the next job (highest priority, then oldest; expired leases included) for `worker`, among
+        those its machine can run (`has`: `cpu`, `gpu`), holding it for `lease_s` seconds; None when there is
+        nothing to do. No two callers ever get one job."""
         _check_lease(lease_s)
         with self._session(write=True) as s:
-            job_id = job_queue.claim(s, worker, lease_s, max_attempts)
+            job_id = job_queue.claim(s, worker, lease_s, max_attempts, tuple(has))
             row = None if job_id is None else job_queue.row(s, job_id)
             return None if row is None else job_record(row)
 

@@ -84,12 +84,12 @@ def test_roofline_bounds_come_from_the_right_table():
     assert floor_ms(work, "CPU AMD EPYC", "cpp") is None  # no measured figures: never a guess
     assert floor_ms(work, "CPU AMD EPYC", "cpp", MeasuredRoofline(copy_bandwidth_gbps=20.0)) == 2.0
     assert floor_ms(work, "NVIDIA H100 80GB HBM3", "triton") == 40_000_000 / 3350e9 * 1e3
+    assert floor_ms(work, "CPU AMD EPYC", "triton", MeasuredRoofline(copy_bandwidth_gbps=20.0)) is None  # interpreted
     assert floor_ms(None, "NVIDIA H100 80GB HBM3", "triton") is None
     assert fraction(2.0, 2.5) == 0.8 and fraction(None, 2.5) is None
 
 
-def test_the_run_report_says_backend_device_and_roofline(store, monkeypatch):  # noqa: F811
-    from agents.cpu_facts import MeasuredRoofline
+def test_the_run_report_says_backend_device_and_roofline(store):  # noqa: F811
     from opforge.reports import html
 
     task = store.add_task(make_task())
@@ -99,7 +99,29 @@ def test_the_run_report_says_backend_device_and_roofline(store, monkeypatch):  #
     page = html.run_bundle(store, run.id, "opforge report").html
     assert "backend cpp (native C/C++ on the CPU), on " + CPU.label in page
     assert "unknown (this machine's copy bandwidth and peak FLOP/s are not in the store)" in page
-    monkeypatch.setattr(html, "measured_cpu_roofline", lambda _store, _device: MeasuredRoofline(copy_bandwidth_gbps=10.0))
+    store.set_device_peaks(CPU.name, copy_gbps=10.0, peak_gflops=500.0, threads=2)  # as `ensure_cpu_peaks` keeps them
     bundle = html.run_bundle(store, run.id, "opforge report")
     assert "80% of the task's roofline bound (0.8 ms)" in bundle.html
     assert bundle.data["run"]["kernels"]["roofline_fraction"] == 0.8
+
+def test_the_dataset_tells_cpu_kernels_from_gpu_ones_and_reads_version_1(store, tmp_path):  # noqa: F811
+    import json
+
+    from opforge.export import dataset
+
+    task_id, ids = _store_with_three_backends(store)
+    records = {r["candidate_source"]: r for r in dataset.export_records(store)}
+    assert records["# native\n"]["backend"] == "cpp" and records["# native\n"]["best_device"] == CPU.name
+    assert records["# triton\n"]["backend"] == "triton"
+    assert records["# before backends were kept\n"]["backend"] is None
+    assert records["# native\n"]["evaluations"][0]["backend"] == "cpp"
+    assert all(r["schema_version"] == dataset.SCHEMA_VERSION == 2 for r in records.values())
+
+    old = {k: v for k, v in records["# native\n"].items() if k not in ("backend", "best_device")}
+    old["schema_version"] = 1
+    old["evaluations"] = [{k: v for k, v in e.items() if k != "backend"} for e in old["evaluations"]]
+    path = tmp_path / "v1.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (read,) = dataset.read_records(path)
+    assert read["backend"] is None and read["best_device"] is None and read["evaluations"][0]["backend"] is None
+    assert dataset.import_records(store, [read]).known == 1  # the same kernel: already in the store

@@ -55,7 +55,10 @@ def test_export_holds_reference_kernel_llm_call_and_evaluations_and_loads_in_pan
     good, wrong = by_source[GOOD], by_source[WRONG]
     assert good["schema_version"] == SCHEMA_VERSION and good["task_name"] == "relu" and "torch.relu" in \
         good["reference_source"]
-    assert good["task_inputs"] == [{"shape": [256, 1024], "dtype": "float32"}] and good["task_ops"] == ["relu"]
+    # The module's own benchmark shape (native-scale since the built-in tasks grew; the interpreter uses a smaller one).
+    assert good["task_inputs"] == [{"shape": [3968, 2048], "dtype": "float32"}] and good["task_ops"] == ["relu"]
+    assert good["backend"] == "triton" and good["evaluations"][0]["backend"] == "triton"
+    assert good["best_device"] == good["evaluations"][0]["device"] and wrong["best_device"] is None
     assert good["correct"] and good["best_speedup"] > 0 and good["evaluations"][0]["status"] == "ok"
     assert good["parents"] == [wrong["candidate_digest"]] and good["llm"]["role"] == "coder:refine"
     assert wrong["llm"]["reply"].startswith("<think>start simple</think>")  # reasoning kept

@@ -74,7 +74,7 @@ def test_allow_torch_admits_a_pytorch_only_candidate_that_is_otherwise_refused(t
     task_file.write_text(SLOW_REFERENCE.replace("time.sleep(0.08)", "pass"))
     task, cand = load_task(task_file), Candidate.from_source(PLAIN_TORCH)
     refused = evaluate(task, cand, EvalConfig(device="cpu", max_timing_s=0.2, profile=False))
-    assert refused.status == Status.REJECTED and "no custom kernel" in refused.reason
+    assert refused.status == Status.REJECTED and "no custom kernel" in refused.reason and "--allow-torch" in refused.reason
     admitted = evaluate(task, cand, EvalConfig(device="cpu", max_timing_s=0.2, profile=False, allow_torch=True))
     assert admitted.status == Status.OK, admitted.reason
 

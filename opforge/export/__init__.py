@@ -23,6 +23,7 @@ from opforge import __version__
 from opforge.display import format_speedup
 from opforge.export.evidence import manifest
 from opforge.export.operators import OperatorPlan, plan_operators
+from opforge.export.native_vendor import rewrite_kernel, vendored_loader
 from opforge.export.selection import ExportError, select
 from opforge.export.writer import OutputError, check, prepare, render, write
 from opforge.reports.leaderboard import leaderboard
@@ -95,10 +96,15 @@ def export_package(store: Store, run_ids: list[int], out: Path, name: str | None
     dist_name = package.replace("_", "-")
     origin = {"store": store.url, "runs": sorted(set(run_ids)), **(source or {})}
     context = _context(plans, package, dist_name, version, now, origin)
-    kernels = {k.id: k.pick.candidate.source for op in plans for k in op.kernels}
+    native = any(k.language == "cpp" for op in plans for k in op.kernels)
+    kernels = {k.id: (rewrite_kernel(k.pick.candidate.source, package) if k.language == "cpp"
+                      else k.pick.candidate.source)
+               for op in plans for k in op.kernels}
     references = {op.name: op.source for op in plans}
     evidence = manifest(store, plans, package, dist_name, version, now, origin)
     files = render(context, kernels, references, evidence)
+    if native:
+        files.update(vendored_loader(package))
     try:
         prepare(out)
         write(out, files, package)
@@ -132,6 +138,7 @@ def _context(plans: list[OperatorPlan], package: str, dist_name: str, version: s
                        f"and verified by opforge",
         "operators": ops,
         "uses_triton": any(k.language == "triton" for k in kernels),
+        "uses_native": any(k.language == "cpp" for k in kernels),
         "uses_scalars": any(kind != "tensor" for op in plans for kind in op.arg_kinds),
         "interpreted": any(k.pick.evaluation.result.device.interpreted for k in kernels),
         "any_triton_op": any(all(k.language == "triton" and k.traceable for k in op.kernels) for op in plans),

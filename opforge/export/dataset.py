@@ -1,9 +1,10 @@
 """The store as a dataset: one record per candidate kernel, for training and studying kernel-writing models.
 
-A record (schema version 1, documented in docs/DATASET.md) holds the task (name, digest, reference source, input and
-output shapes and dtypes, compute ops), the candidate (digest, source, origin, note, generation, parents), the LLM
-call that wrote it where one did (model, prompt, reply with any reasoning), and its evaluations (one per device:
-status, reason, timings, speedup, error, memory, energy, device). Records are deduplicated by candidate digest.
+A record (schema version 2, documented in docs/DATASET.md) holds the task (name, digest, reference source, input and
+output shapes and dtypes, compute ops), the candidate (digest, source, origin, note, generation, parents, backend:
+`triton`, `cuda` or native CPU `cpp`, and the device of its best verdict), the LLM call that wrote it where one did
+(model, prompt, reply with any reasoning), and its evaluations (one per device: status, reason, timings, speedup,
+error, memory, energy, device, backend). Records are deduplicated by candidate digest. Version-1 files still read.
 
 `export_records` reads a store; `write_jsonl` / `write_parquet` write the records (nested fields as JSON text in
 Parquet, so every column is a plain string or number); `read_records` reads either back; `import_records` adds them
@@ -25,7 +26,7 @@ from evaluator.task import Task, source_digest, task_from_source
 from evaluator.task_work import task_work
 from store import Store
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: `backend` and `best_device` per record, `backend` per evaluation (1 lacks them: read as null)
 NESTED = ("task_inputs", "task_outputs", "task_ops", "parents", "llm", "evaluations")  # JSON text in Parquet
 IMPORT_ORIGIN = "import"
 
@@ -47,7 +48,26 @@ def _evaluation(result: EvalResult) -> dict[str, Any]:
             "reference_ms": None if result.reference_ms is None else result.reference_ms.median_ms,
             "max_abs_error": result.max_abs_error, "peak_memory_bytes": result.peak_memory_bytes,
             "energy_j": result.energy_j, "device": result.device.name, "device_kind": result.device.kind,
-            "interpreted": result.device.interpreted}
+            "interpreted": result.device.interpreted, "backend": result.backend}
+
+
+def _backend_and_device(evaluations: Sequence[EvalResult]) -> tuple[str | None, str | None]:
+    """The kernel's backend (its fastest correct verdict's, else any verdict's that names one) and the device of
+    that fastest correct verdict (None: never correct)."""
+    correct = [r for r in evaluations if r.speedup is not None]
+    best = max(correct, key=lambda r: r.speedup or 0.0, default=None)
+    backend = best.backend if best is not None and best.backend else next(
+        (r.backend for r in evaluations if r.backend), None)
+    return backend, None if best is None else best.device.name
+
+
+def upgrade(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of an older schema version in the current shape: version 1 had no backend nor best device."""
+    out = dict(record)
+    out.setdefault("backend", None)
+    out.setdefault("best_device", None)
+    out["evaluations"] = [{"backend": None, **e} for e in out.get("evaluations") or []]
+    return out
 
 
 def export_records(store: Store, flt: ExportFilter = ExportFilter()) -> Iterator[dict[str, Any]]:
@@ -78,6 +98,7 @@ def export_records(store: Store, flt: ExportFilter = ExportFilter()) -> Iterator
                                       "ops": list(work.ops) if work else list(task.ops or [])}
             info = task_info[task.id]
             call = writers.get(rec.id)
+            backend, best_device = _backend_and_device(evaluations)
             yield {
                 "schema_version": SCHEMA_VERSION,
                 "task_name": task.name, "task_digest": task.digest, "reference_source": task.source,
@@ -89,6 +110,8 @@ def export_records(store: Store, flt: ExportFilter = ExportFilter()) -> Iterator
                                                   "tokens_out": call.tokens_out, "cost_usd": call.cost_usd},
                 "best_speedup": best,
                 "correct": best is not None,
+                "backend": backend,
+                "best_device": best_device,
                 "evaluations": [_evaluation(r) for r in evaluations],
             }
 
@@ -119,7 +142,8 @@ def write_parquet(records: Iterable[dict[str, Any]], path: Path) -> int:
                         ("task_ops", pa.string()), ("candidate_digest", pa.string()),
                         ("candidate_source", pa.string()), ("origin", pa.string()), ("note", pa.string()),
                         ("generation", pa.int64()), ("parents", pa.string()), ("llm", pa.string()),
-                        ("best_speedup", pa.float64()), ("correct", pa.bool_()), ("evaluations", pa.string())])
+                        ("best_speedup", pa.float64()), ("correct", pa.bool_()), ("backend", pa.string()),
+                        ("best_device", pa.string()), ("evaluations", pa.string())])
     table = pa.Table.from_pylist(rows, schema=schema)
     pa.parquet.write_table(table, path)
     return len(rows)
@@ -170,7 +194,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         if int(r["schema_version"]) > SCHEMA_VERSION:
             raise DatasetError(f"{path}: record {number} has schema version {r['schema_version']}, newer than this "
                                f"opforge ({SCHEMA_VERSION}); upgrade opforge to import it.")
-    return records
+    return [upgrade(r) for r in records]
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ def _kernel(store: Store, op: OperatorPlan, k: KernelPlan) -> dict[str, Any]:
         "operator": op.name,
         "file": f"kernels/{k.id}.py",
         "language": k.language,
+        "vendored_load_c": k.language == "cpp",  # its file imports the package's _native.load_c, else as evaluated
         "launches": list(k.launches),
         "traced_by_triton_op": k.traceable,
         "candidate": {"id": c.id, "digest": c.digest, "run_id": c.run_id, "origin": c.origin, "note": c.note,

@@ -2,7 +2,7 @@
 
 - the reference forward's parameters and whether it returns a tuple;
 - the task's TOLERANCE, when it is a literal;
-- a candidate's language (Triton, CUDA through load_inline, or plain PyTorch) and, for Triton, which module-level
+- a candidate's language (Triton, CUDA through load_inline, native C/C++ through load_c, or plain PyTorch) and, for Triton, which module-level
   kernels its Python code launches as `kernel[grid](...)`: those can be wrapped with `torch.library.wrap_triton` so
   that `torch.library.triton_op` traces them, unless they are used any other way (called from another kernel,
   passed around, `.run(...)`), in which case the kernel is registered as an opaque custom op.
@@ -26,7 +26,7 @@ class ForwardInfo:
 
 @dataclass(frozen=True, slots=True)
 class KernelInfo:
-    language: str                  # "triton", "cuda" or "torch"
+    language: str                  # "triton", "cuda", "cpp" (load_c) or "torch"
     launches: tuple[str, ...]      # module-level Triton kernels launched as name[grid](...)
     traceable: bool                # every launch can go through wrap_triton
 
@@ -73,6 +73,8 @@ def literal_tolerance(task_source: str) -> dict[str, float] | None:
 
 def kernel_info(candidate_source: str) -> KernelInfo:
     tree = ast.parse(candidate_source)
+    if any(isinstance(n, ast.ImportFrom) and n.module == "evaluator.native" for n in ast.walk(tree)):
+        return KernelInfo("cpp", (), False)  # native C/C++ on the CPU through load_c (export/native_vendor.py)
     if "load_inline" in candidate_source or "cpp_extension" in candidate_source:
         return KernelInfo("cuda", (), False)
     jitted = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and any(

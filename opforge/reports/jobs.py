@@ -22,6 +22,7 @@ def job_rows(store: Store, jobs: list[JobRecord], now: datetime | None = None) -
         rows.append({
             "job_id": job.id, "state": job.state.value, "task": names[job.task_id], "priority": job.priority,
             "worker": job.worker, "run_id": job.run_id, "backend": stored_backend(run.config),
+            "requires": job.requires,
             "evaluated": totals.evaluated,
             "budget": run.budget.get("max_candidates"), "best_speedup": totals.best_speedup,
             "run_status": run.status.value, "attempts": job.attempts, "error": job.error,

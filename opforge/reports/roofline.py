@@ -1,8 +1,9 @@
 """The roofline bound of a task on the device a kernel ran on, and a kernel's fraction of it.
 
-GPU devices get their bound from the datasheet table (`agents.device_facts`); native CPU kernels (`cpp`) from this
-machine's measured copy bandwidth and peak FLOP/s where the store keeps them (`agents.cpu_facts.measured_cpu_roofline`),
-else none: a CPU bound is never guessed from a GPU's figures.
+GPU devices get their bound from the datasheet table (`agents.device_facts`); native CPU kernels (`cpp`) from the
+CPU's measured copy bandwidth and peak FLOP/s where the store keeps them (`Store.device_peaks`), else none: a CPU
+bound is never guessed from a GPU's figures. Triton on a CPU is interpreted and timed on the task's INTERPRETER_SHAPE,
+not the size its work was counted at: no bound.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ def floor_ms(work: TaskWork | None, device: str, backend: str | None,
     """The least time one call can take (None where the task's work or the device's peaks are unknown)."""
     if work is None:
         return None
-    if backend == "cpp" or device.lower().startswith("cpu"):
+    on_cpu = device.lower().startswith("cpu")
+    if on_cpu and backend in ("triton", "cuda"):
+        return None
+    if backend == "cpp" or on_cpu:
         if cpu is None:
             return None
         return work.roofline_ms(cpu.copy_bandwidth_gbps, cpu.peak_gflops and cpu.peak_gflops / 1e3)

@@ -37,6 +37,8 @@ from opforge.run.launch import search_for_run
 from opforge.run.plan import backend_note
 from opforge.run.progress import last_text, progress_line
 from opforge.run.search import Progress, RunOutcome
+from opforge.run.capability import machine_has
+from opforge.run.plan import cuda_present
 from store import JobRecord, JobState, RunRecord, RunStatus, Store, StoreError
 
 DEFAULT_LEASE_S = 30.0
@@ -59,6 +61,7 @@ class WorkerSettings:
     drain: bool = False                       # exit once no job is queued or running anywhere
     max_attempts: int = DEFAULT_MAX_ATTEMPTS  # take-overs of one job before it is marked failed
     llm_base_url: str | None = None           # overrides the runs' configured endpoint
+    has: tuple[str, ...] = ()                 # what the machine offers jobs (cpu, gpu); () = detect (capability.py)
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_s < self.lease_s:
@@ -147,14 +150,17 @@ class Worker:
     def run(self) -> int:
         """Claim and drive jobs until --max-jobs, a drained queue or a stop; returns how many jobs were handled."""
         s = self.settings
+        has = s.has or machine_has(cuda_present())
+        runnable = {"any", *has}
         self.log(f"started on {self.store.url} (lease {s.lease_s:g} s, heartbeat {s.heartbeat_s:g} s, "
-                 f"{self.runner.capacity} evaluations at once)")
+                 f"{self.runner.capacity} evaluations at once; claims {', '.join(has)} jobs)")
         handled = 0
         while not self.stopping and (s.max_jobs is None or handled < s.max_jobs):
             sent = time.monotonic()
             try:
-                job = self.store.claim_job(s.worker_id, s.lease_s, s.max_attempts)
-                idle = job is None and s.drain and not self.store.list_jobs([JobState.QUEUED, JobState.RUNNING])
+                job = self.store.claim_job(s.worker_id, s.lease_s, s.max_attempts, has)
+                idle = job is None and s.drain and not any(
+                    j.requires in runnable for j in self.store.list_jobs([JobState.QUEUED, JobState.RUNNING]))
             except StoreError as exc:
                 self.log(f"cannot claim a job: {exc}")
                 job, idle = None, False

@@ -15,6 +15,7 @@ from benchmarks import builtin_task, list_suites, seed_path
 from benchmarks.suite import SEED_SUFFIXES
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
+from opforge.run.capability import job_requirement
 from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request
@@ -230,7 +231,7 @@ def queue_run(store: Store, plan: RunPlan, label: str, priority: int,
     try:
         return store.submit_job(run.id, {"task": label, "coder": plan.config.coder, "backend": plan.config.backend,
                                          **(extra or {})},
-                                priority=priority)
+                                priority=priority, requires=job_requirement(plan.config, cuda_present()))
     except BaseException:
         store.set_run_status(run.id, RunStatus.FAILED)  # no orphan "running" run without its job
         raise

@@ -1,0 +1,137 @@
+"""`opforge export` of a native CPU (`cpp`) run: the package carries its own `load_c` (no opforge in the fresh
+environment), builds the C kernel at first use, dispatches CPU tensors of proven sizes to it and others to the
+reference, passes its own tests (torch.compile of the drop-in module included), and without a compiler says so in one
+sentence and uses the reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from store_fixtures import CPU, H100, make_task, ok_result
+from test_export import _fresh_venv
+
+from evaluator import Candidate
+from opforge.export.native_vendor import rewrite_kernel, vendored_loader
+from opforge.export.selection import select
+from opforge.export.sources import kernel_info
+from store import get_store
+
+ROOT = Path(__file__).resolve().parent.parent
+OPFORGE = [sys.executable, "-m", "opforge"]
+TASK = ROOT / "tests" / "tasks" / "relu.py"
+SEED = ROOT / "tests" / "honest" / "relu_openmp_c.py"
+PACKAGE = "relu_native"
+
+CHECK = """
+import json, sys, warnings
+import torch
+import {package} as pkg
+try:
+    import evaluator
+except ImportError:
+    pass
+else:
+    sys.exit("opforge's evaluator is importable in the fresh environment")
+m = pkg.Relu()
+x = torch.randn(16, 512)                        # the evaluated sizes: the C kernel
+assert torch.equal(m(x), torch.relu(x))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    y = torch.randn(2, 16, 512)                 # a third dimension, never evaluated: the reference
+    assert torch.equal(m(y), torch.relu(y))
+compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+assert torch.equal(compiled(x), torch.relu(x))  # torch.compile traces a module that calls the op
+print(json.dumps({{"stats": pkg.stats(), "native": pkg._native.__file__,
+                  "warnings": [(w.category.__name__, str(w.message)) for w in caught]}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {**os.environ, "OPFORGE_NATIVE_BUILD_CACHE": str(tmp_path / "cache-opforge")}
+    run = subprocess.run([*OPFORGE, "optimize", str(TASK), "--backend", "cpp", "--seed-kernel", str(SEED),
+                          "--budget", "1", "--runner", "local", "--timing-s", "0.2", "--db", url, "--json"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_id = json.loads(run.stdout.strip().splitlines()[-1])["run_id"]
+    out = tmp_path / "pkg"
+    done = subprocess.run([*OPFORGE, "export", str(run_id), "--out", str(out), "--name", PACKAGE, "--db", url],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((out / PACKAGE / "manifest.json").read_text())
+    [kernel] = manifest["kernels"]
+    assert kernel["language"] == "cpp" and kernel["vendored_load_c"]
+    assert "from evaluator" not in (out / PACKAGE / "kernels" / f"{kernel['id']}.py").read_text()
+
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(out), "--no-deps", "--no-build-isolation",
+                    "-w", str(wheels), "-q"], check=True, timeout=300)
+    [wheel] = wheels.glob("*.whl")
+    venv = _fresh_venv(tmp_path)
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q",
+                    str(wheel)], check=True, timeout=300)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET", "CC", "CXX")}
+    clean["OPFORGE_NATIVE_BUILD_CACHE"] = str(tmp_path / "cache-package")  # built here, at first use
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+
+    check = subprocess.run([python, "-c", CHECK.format(package=PACKAGE)], cwd=cwd, env=clean, capture_output=True,
+                           text=True, timeout=300)
+    assert check.returncode == 0, check.stderr[-3000:]
+    seen = json.loads(check.stdout.strip().splitlines()[-1])
+    assert seen["native"].startswith(str(venv))
+    assert seen["stats"]["relu"][kernel["id"]] >= 1 and seen["stats"]["relu"]["reference"] >= 1
+    fallbacks = [msg for category, msg in seen["warnings"] if category == "FallbackWarning"]
+    assert len(fallbacks) == 1 and "x has 3 dimensions" in fallbacks[0], seen["warnings"]
+    assert any((tmp_path / "cache-package").rglob("*.so"))  # the package built its kernel itself
+
+    selftest = subprocess.run([python, "-m", f"{PACKAGE}.selftest"], cwd=cwd, env=clean, capture_output=True,
+                              text=True, timeout=400)
+    assert selftest.returncode == 0, selftest.stdout[-4000:] + selftest.stderr[-2000:]
+    assert " passed" in selftest.stdout, selftest.stdout[-2000:]
+
+    no_compiler = {**clean, "PATH": str(tmp_path / "empty-path"), "OPFORGE_NATIVE_BUILD_CACHE": str(tmp_path / "c3")}
+    bare = subprocess.run([python, "-c", f"import torch, {PACKAGE} as p; print(p.Relu()(torch.randn(16, 512)).shape)"],
+                          cwd=cwd, env=no_compiler, capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 0 and "torch.Size([16, 512])" in bare.stdout, bare.stderr[-2000:]
+    assert "no c compiler (gcc/g++) is installed here" in bare.stderr and "Traceback" not in bare.stderr
+
+
+def test_a_task_with_a_gpu_run_and_a_cpu_run_exports_a_kernel_for_each_device(tmp_path):
+    """The CUDA (or Triton) kernel where a run has one, the native one for CPU tensors: one pick per device."""
+    url = f"sqlite:///{tmp_path / 'hand.db'}"
+    native_source = SEED.read_text()
+    store = get_store(url)
+    try:
+        task = store.add_task(make_task("relu", body="# relu\n"))
+        runs = []
+        for source, result in (("x = 1  # a GPU kernel", dataclasses.replace(ok_result(3.0), backend="triton")),
+                               (native_source, dataclasses.replace(ok_result(1.5, device=CPU), backend="cpp"))):
+            run = store.create_run(task.id, {"coder": "tune"}, {"max_candidates": 1})
+            cand, _ = store.add_candidate(run.id, task.id, Candidate.from_source(source))
+            store.add_result(cand.id, run.id, result)
+            runs.append(run.id)
+        picks = {p.device: p for p in select(store, runs).picks}
+    finally:
+        store.close()
+    assert set(picks) == {H100.name, CPU.name}
+    assert kernel_info(picks[CPU.name].candidate.source).language == "cpp"
+    assert kernel_info(picks[H100.name].candidate.source).language != "cpp"
+
+
+def test_the_vendored_loader_needs_no_opforge_and_the_kernel_imports_it():
+    files = vendored_loader("pkg")
+    assert set(files) == {"pkg/_native/__init__.py", "pkg/_native/spec.py", "pkg/_native/build.py"}
+    assert not any("evaluator" in line and "import" in line and not line.startswith("#")
+                   for text in files.values() for line in text.splitlines())
+    rewritten = rewrite_kernel(SEED.read_text(), "pkg")
+    assert "from pkg._native import load_c" in rewritten and "evaluator" not in rewritten.split("SOURCE")[0]
+    assert rewritten.replace("from pkg._native import ", "from evaluator.native import ") == SEED.read_text()
