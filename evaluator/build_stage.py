@@ -44,6 +44,7 @@ from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
 
 MAX_BUILDS_PER_LOAD = 8
+MAX_COLLECT_VARIANTS = 256  # shape variants a task may have for the ahead-of-time build
 
 
 def needs_build(source: str) -> bool:
@@ -167,8 +168,9 @@ def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "che
     nonce = secrets.token_hex(16)
     handle = zygote.spawn(nonce, cfg.memory_limit_bytes, int(cfg.compile_timeout_s) + 60)
     conn = WorkerConnection(zygote, handle, nonce, "candidate", task.label)
-    load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": "cpu", "init_seeds": [0],
-            "candidate_source": candidate.source, "collect": True}
+    # One init seed per shape variant: the worker builds every variant's reference weights when it loads.
+    load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": "cpu",
+            "init_seeds": [0] * MAX_COLLECT_VARIANTS, "candidate_source": candidate.source, "collect": True}
     try:
         load_candidate(conn, load, cfg.compile_timeout_s, "recording the candidate's CUDA builds", server)
     except (Refused, TaskError):

@@ -5,6 +5,9 @@ cpp_sources only (torch's headers), with and without its precompiled header (use
 
 Each cold build compiles a source no earlier build has seen (a fresh constant), in a fresh cache or build folder, in
 its own process, so nothing is reused that a first build would not have. Prints one JSON object of medians.
+
+use_pch writes its precompiled header (about 800 MB) next to torch's own headers, inside the Python installation;
+this script removes it (and its .sign file) when it is done, so the installation is left as it was.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 GELU_C = r"""
 #include <math.h>
@@ -95,6 +99,11 @@ def main() -> None:
                     tag = uuid.uuid4().hex[:8]
                     results[f"load_inline_cpu_{mode}_s"].append(
                         _run(LOAD_INLINE, [GELU_CPP % {"salt": rep + 1}, tag, mode], env))
+    if not args.skip_load_inline:
+        from torch.utils import cpp_extension
+        header = Path(cpp_extension.include_paths()[0], "torch", "extension.h")
+        for made in (header.with_name("extension.h.gch"), header.with_name("extension.h.sign")):
+            made.unlink(missing_ok=True)
     print(json.dumps({k: {"median": round(statistics.median(v), 3), "runs": [round(x, 3) for x in v]}
                       for k, v in results.items()}, indent=1))
 

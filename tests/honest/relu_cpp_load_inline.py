@@ -1,7 +1,7 @@
 # task: relu
 # expect: ok
 # slow: true
-# config: compile_timeout_s=300
+# config: compile_timeout_s=600
 # why: honest C++ CPU kernel through torch.utils.cpp_extension.load_inline with cpp_sources only (no CUDA): a loop
 #   over data_ptr<float>() behind a pybind11 function, built privately with torch's headers inside the worker.
 import torch
