@@ -1,0 +1,88 @@
+"""Watching one call of the candidate: what it started, what PyTorch computed, which bytes its kernels stored.
+
+Three observers around each call, none of which the candidate can switch off without being refused for it:
+- thread starts (every Python thread goes through `_thread.start_new_thread`, wrapped before candidate code loads):
+  work in a thread joined before the call returns leaves the thread count as it was, and the profiler sees one
+  thread only, so a call may start none;
+- PyTorch's profiler (`observer.py`): compute at the output's scale, by what it does, not by its name;
+- under the interpreter, the ledger of kernel stores and the grants for PyTorch's copies of them
+  (`kernel_stores.py`): every output byte must be a kernel's.
+Under the interpreter every call, checked or timed, is watched alike, so a candidate cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from evaluator.guards import Guards
+from evaluator.kernel_stores import CopyGrants
+from evaluator.observer import CallObserver
+
+
+def install_thread_counter(starts: list[int]) -> None:
+    """Count every Python thread started from now on into `starts[0]`."""
+    import threading
+    real = _thread.start_new_thread
+
+    def start_new_thread(*args: Any, **kwargs: Any) -> Any:
+        starts[0] += 1
+        return real(*args, **kwargs)
+
+    _thread.start_new_thread = start_new_thread
+    if getattr(threading, "_start_new_thread", None) is real:
+        threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def watched(guards: Guards, observe: bool, seen: dict[str, Any]) -> Iterator[None]:
+    """Around one call: thread starts; with `observe`, the profiler; under the interpreter, the ledger and grants.
+    What was seen lands in `seen`, for `problem`."""
+    starts0 = guards.thread_starts[0]
+    observer = CallObserver() if observe else None
+    with contextlib.ExitStack() as stack:
+        if guards.stores_accounted:
+            guards.ledger.begin()
+            stack.callback(guards.ledger.end)
+        if observer is not None:
+            stack.enter_context(observer)
+        if guards.stores_accounted:
+            stack.enter_context(CopyGrants(guards.ledger))
+        yield
+    seen["threads"] = guards.thread_starts[0] - starts0
+    seen["observer"] = observer
+
+
+def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
+            inputs: list[Any]) -> str | None:
+    """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
+    outputs whose bytes no kernel stored."""
+    if seen.get("threads"):
+        return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
+                "harness's sight)")
+    observer = seen.get("observer")
+    if observer is not None:
+        ops = observer.compute_at_scale(outputs, inputs)
+        if ops is None:
+            return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
+        if ops:
+            return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
+                    f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels")
+    return unwritten_output(guards, outputs, kernels)
+
+
+def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int]) -> str | None:
+    """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
+    that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
+    write outside the ledger, so a call that used one is not judged here."""
+    if not guards.stores_accounted or any(not k.startswith("triton:") for k in kernels):
+        return None
+    for i, out in enumerate(outputs):
+        if guards.exact_type(out) is guards.tensor_type and out.device.type == "cpu":
+            missing = guards.ledger.uncovered(out)
+            if missing:
+                return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "
+                        "(computed outside the launched kernels)")
+    return None
