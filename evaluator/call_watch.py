@@ -36,11 +36,27 @@ def install_thread_counter(starts: list[int]) -> None:
         threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
 
 
+def install_host_export_counter(exported: list[int]) -> None:
+    """Count the elements that leave tensors for the host (`.numpy()`, `np.asarray`, `.tolist()`, `.item()`) into
+    `exported[0]`: numpy and plain Python never reach PyTorch's dispatcher, so host work at the output's scale shows
+    here, even when a kernel then copies its result into the output."""
+    import torch
+    tensor = torch.Tensor
+    for name in ("numpy", "__array__", "tolist", "item"):
+        real = getattr(tensor, name)
+
+        def counted(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            exported[0] += self.numel()
+            return _real(self, *args, **kwargs)
+
+        setattr(tensor, name, counted)
+
+
 @contextlib.contextmanager
 def watched(guards: Guards, observe: bool, seen: dict[str, Any]) -> Iterator[None]:
     """Around one call: thread starts; with `observe`, the profiler; under the interpreter, the ledger and grants.
     What was seen lands in `seen`, for `problem`."""
-    starts0 = guards.thread_starts[0]
+    starts0, exported0 = guards.thread_starts[0], guards.host_exports[0]
     observer = CallObserver() if observe else None
     with contextlib.ExitStack() as stack:
         if guards.stores_accounted:
@@ -52,6 +68,7 @@ def watched(guards: Guards, observe: bool, seen: dict[str, Any]) -> Iterator[Non
             stack.enter_context(CopyGrants(guards.ledger))
         yield
     seen["threads"] = guards.thread_starts[0] - starts0
+    seen["exported"] = guards.host_exports[0] - exported0
     seen["observer"] = observer
 
 
@@ -62,6 +79,10 @@ def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: d
     if seen.get("threads"):
         return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
                 "harness's sight)")
+    scale = output_scale(outputs, inputs)
+    if seen.get("exported", 0) >= scale:
+        return (f"the candidate moved {seen['exported']} values from tensors to the host during a call (numpy or "
+                "Python work at the output's scale): that work must be done by its kernels")
     observer = seen.get("observer")
     if observer is not None:
         ops = observer.compute_at_scale(outputs, inputs)
@@ -71,6 +92,15 @@ def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: d
             return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
                     f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels")
     return unwritten_output(guards, outputs, kernels)
+
+
+def output_scale(outputs: list[Any], inputs: list[Any]) -> int:
+    """The work a call may do outside its kernels: below the smallest output's elements, or a 64th of the largest
+    input's when that is more (a final reduction over a few partial sums), and at least two."""
+    import torch
+    sizes = [o.numel() for o in outputs if isinstance(o, torch.Tensor)]
+    largest_input = max((x.numel() for x in inputs if isinstance(x, torch.Tensor)), default=0)
+    return max(2, min(sizes) if sizes else 2, largest_input // 64)
 
 
 def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int]) -> str | None:

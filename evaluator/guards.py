@@ -66,6 +66,7 @@ class Guards:
         self.ledger = kernel_stores.StoreLedger()  # the bytes Triton kernels stored (interpreter only)
         self.stores_accounted = False  # True once the interpreter's stores go through the ledger
         self.notes: set[str] = set()  # facts for the verdict (interpreter_gaps: autotune ran one config)
+        self.host_exports = [0]  # elements moved from tensors to the host (call_watch.install_host_export_counter)
         self.thread_starts = [0]  # Python threads started since the worker began (install_thread_counter)
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         # namespace label -> (module or class, its names, their values): held, so compared by identity

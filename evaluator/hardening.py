@@ -74,6 +74,7 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
     device_warmup.warm_up(device)
     guards.install_launch_counters(cuda_available=device == "cuda")
     call_watch.install_thread_counter(guards.thread_starts)
+    call_watch.install_host_export_counter(guards.host_exports)
     interpreter_gaps.install(guards.notes)  # under the CPU interpreter: autotune runs one config
     if role != "candidate":
         return
