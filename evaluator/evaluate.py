@@ -217,7 +217,8 @@ class LocalEvaluator:
             return backend_of(kernels or {}, cuda_sources=has_cuda_sources(candidate.source), device_kind=kind,
                               allow_torch=cfg.allow_torch)
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
-        load_candidate(cand, {**load, "candidate_source": candidate.source, "require_kernels": not cfg.allow_torch}, cfg.compile_timeout_s,
+        load_candidate(cand, {**load, "candidate_source": candidate.source, "require_kernels": not cfg.allow_torch},
+                       cfg.compile_timeout_s,
                        "importing and compiling the candidate", builds)
         progress["load"] = load
 

@@ -181,6 +181,7 @@ def _calls_torch(handler: ast.ExceptHandler, aliases: dict[str, str]) -> bool:
     for node in ast.walk(handler):
         if isinstance(node, ast.Call):
             root = _attribute_root(node.func) if isinstance(node.func, ast.Attribute) else None
-            if root and aliases.get(root, root) == "torch" and node.func.attr not in QUERY_CALLS:
+            query = isinstance(node.func, ast.Attribute) and node.func.attr in QUERY_CALLS
+            if root and aliases.get(root, root) == "torch" and not query:
                 return True
     return False
