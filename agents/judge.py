@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agents.agent import Agent, AgentCall, failed_outcome
-from agents.prompting import DeviceFacts, render
+from agents.cpu_facts import CpuFacts
+from agents.prompting import DeviceFacts, render, template_for
 from agents.proposal import Scored
 from agents.replies import extract_json
 from evaluator.candidate import Candidate
@@ -63,9 +64,17 @@ def _fields(data: Mapping[str, Any] | None, names: tuple[str, ...]) -> dict[str,
     return {n: data[n].strip() for n in names}
 
 
+RooflineMs = Callable[[Task], "float | None"]
+
+
 class Judge:
-    def __init__(self, agent: Agent, device: DeviceFacts) -> None:
-        self.agent, self.device = agent, device
+    """Judges kernels of one backend (the run's): `cpp` gets the native prompts, which show the CPU's facts, the
+    torch.compile time, the fraction of the roofline bound (`roofline_ms(task)`, where known) and `perf` counters."""
+
+    def __init__(self, agent: Agent, device: DeviceFacts | CpuFacts, backend: str = "triton",
+                 roofline_ms: RooflineMs | None = None) -> None:
+        self.agent, self.device, self.backend = agent, device, backend
+        self.roofline_ms = roofline_ms
 
     @property
     def model(self) -> str:
@@ -77,13 +86,19 @@ class Judge:
             return None
         if parent.correct:
             kind = "optimise"
-            prompt = render("judge_optimise", task_source=task.source, candidate_source=parent.source,
-                            device=self.device, candidate_ms=result.candidate_ms, reference_ms=result.reference_ms,
-                            speedup=result.speedup, profile=dict(result.profile or {}))
+            native = {}
+            if self.backend == "cpp":
+                native = {"compiled_ms": result.compiled_reference_ms,
+                          "roofline_fraction": self._roofline_fraction(task, result.candidate_ms)}
+            prompt = render(template_for("judge_optimise", self.backend), task_source=task.source,
+                            candidate_source=parent.source, device=self.device, candidate_ms=result.candidate_ms,
+                            reference_ms=result.reference_ms, speedup=result.speedup,
+                            profile=dict(result.profile or {}), **native)
         else:
             kind = "repair"
             log_tail = "\n".join(result.log.splitlines()[-LOG_TAIL_LINES:])
-            prompt = render("judge_repair", task_source=task.source, candidate_source=parent.source,
+            prompt = render(template_for("judge_repair", self.backend), task_source=task.source,
+                            candidate_source=parent.source,
                             status=result.status.value, reason=result.reason, max_abs_error=result.max_abs_error,
                             log_tail=log_tail)
         role = f"judge:{kind}"
@@ -100,8 +115,16 @@ class Judge:
         self.agent.report(AgentCall(role, self.model, prompt, completion, parent.digest, "ok"))
         return Plan(kind, fields)
 
+    def _roofline_fraction(self, task: Task, candidate_ms: Any) -> float | None:
+        """The roofline bound's share of the candidate's time, in percent; None where the bound is unknown."""
+        if self.roofline_ms is None or candidate_ms is None or candidate_ms.median_ms <= 0:
+            return None
+        bound_ms = self.roofline_ms(task)
+        return None if bound_ms is None else 100.0 * bound_ms / candidate_ms.median_ms
+
     async def review(self, task: Task, candidate: Candidate) -> Review | None:
-        prompt = render("judge_review", task_source=task.source, candidate_source=candidate.source)
+        prompt = render(template_for("judge_review", self.backend), task_source=task.source,
+                        candidate_source=candidate.source)
         completion = await self.agent.call("judge:review", prompt)
         if completion is None:
             return None

@@ -8,8 +8,10 @@ For a request with a parent (the search chose it and its inspirations):
 4. the tuner adds a few neighbours of the parent when the parent is correct: a cheap sweep of its parameters between
    LLM calls. Children are only swept once they are proven correct (as parents), so no evaluation is spent on the
    parameters of a kernel that does not compile.
-With no parent (a run without a seed kernel) the coder writes first kernels from the reference (coder-generate). A
-parent still waiting for its verdict gets nothing: rewriting a kernel blind wastes a call, so the search asks again
+With no parent (a run without a seed kernel) the coder writes first kernels from the reference (coder-generate). When
+the run was given translation sources (correct kernels of the same task for the other side, GPU or CPU: see
+`opforge.run.translation`), each is translated once, as one child of one of the first requests (coder-translate), its
+lineage naming the source kernel as parent. A parent still waiting for its verdict gets nothing: rewriting a kernel blind wastes a call, so the search asks again
 once results come in.
 When the spend reaches its limits no further call is made and the proposer returns what it has.
 """
@@ -22,7 +24,7 @@ import random
 from collections.abc import Sequence
 
 from agents.judge import Judge, Plan
-from agents.llm_coder import LLMCoder
+from agents.llm_coder import LLMCoder, Translation
 from agents.proposal import Scored
 from agents.spend import Spend
 from agents.tuner import TuneProposer
@@ -42,8 +44,10 @@ class LLMProposer:
     generates = True  # can write first kernels with no seed
 
     def __init__(self, coder: LLMCoder, judge: Judge | None, spend: Spend, settings: LoopSettings = LoopSettings(),
-                 tuner: TuneProposer | None = None, seed: int | None = None) -> None:
+                 tuner: TuneProposer | None = None, seed: int | None = None,
+                 translations: Sequence[Translation] = ()) -> None:
         self.coder, self.judge, self.spend, self.settings = coder, judge, spend, settings
+        self._translations = [t for t in translations if coder.can_translate(t)]  # each used once, in this order
         self.tuner = tuner if tuner is not None else TuneProposer(seed=seed)
         self._rng = random.Random(seed)
         self._plans: dict[str, tuple[Plan | None, int]] = {}  # parent digest -> (diagnosis, requests that used it)
@@ -55,8 +59,14 @@ class LLMProposer:
         if parents and parents[0].result is None:
             return []  # nothing to diagnose before the evaluator's verdict: the search asks again after it
         tuned: list[Candidate] = []
+        translating = None  # one translation per request until each source has had its turn, beside the others
+        if self._translations:
+            translating = asyncio.ensure_future(self.coder.translate(task, self._translations.pop(0)))
+            n -= 1
         if not parents:
             children = await asyncio.gather(*(self.coder.generate(task) for _ in range(n)))
+        elif n <= 0:
+            children = []
         else:
             parent = parents[0]
             crossover = [bool(inspirations) and self._rng.random() < self.settings.crossover_rate for _ in range(n)]
@@ -69,9 +79,10 @@ class LLMProposer:
             if parent.correct and self.settings.tune_per_request > 0:
                 tuned = self.tuner.sweep([parent.candidate], self.settings.tune_per_request,
                                          {s.digest for s in inspirations})
+        translated = [await translating] if translating is not None else []
         seen = {p.digest for p in parents}
         fresh: list[Candidate] = []
-        for child in children:
+        for child in [*translated, *children]:
             if child is not None and child.digest not in seen:
                 seen.add(child.digest)
                 fresh.append(child)

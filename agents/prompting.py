@@ -22,8 +22,17 @@ TEMPLATES: tuple[str, ...] = (
     "judge_repair",
     "judge_optimise",
     "judge_review",
+    "coder_translate",
+    "native_coder_generate",
+    "native_coder_refine",
+    "native_coder_crossover",
+    "native_coder_translate",
+    "native_judge_repair",
+    "native_judge_optimise",
+    "native_judge_review",
 )
-BACKENDS: tuple[str, ...] = ("triton", "cuda")
+BACKENDS: tuple[str, ...] = ("triton", "cuda", "cpp")
+NATIVE_BACKEND = "cpp"
 
 
 class PromptError(ValueError):
@@ -38,6 +47,15 @@ class DeviceFacts:
     sm_count: int | None = None
     memory_bandwidth_gbps: float | None = None
     peak_tflops: float | None = None
+
+
+def template_for(role: str, backend: str) -> str:
+    """The template of a role ("coder_refine", "judge_optimise"...) for a run's backend: native CPU kernels (`cpp`)
+    have prompts of their own (`native_*`), Triton and CUDA share theirs. For `coder_translate` the backend is the
+    one written (a CPU kernel translated to the GPU, or a GPU kernel to the CPU)."""
+    if backend not in BACKENDS:
+        raise PromptError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return f"native_{role}" if backend == NATIVE_BACKEND else role
 
 
 def _known(value: Any, fmt: str | None = None) -> str:
@@ -61,6 +79,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["known"] = _known
+    env.tests["perf_counter"] = lambda name: str(name).startswith("perf.")  # `perf stat` counters in a CPU profile
     env.globals["fail"] = _fail
     return env
 

@@ -8,8 +8,9 @@ A tunable is one integer value held by one or more literals in the source:
   (`grid = (triton.cdiv(n, 128),)`) is linked to it, so that both change together;
 - an ALL-CAPS assignment of an integer literal (`BLOCK = 256` at module level, in a function or as `self.BLOCK`)
   whose name feeds such a keyword (`BLOCK_SIZE=BLOCK`);
-- in string literals (CUDA sources for `load_inline`), `#define NAME <int>` lines and `constexpr int NAME = <int>;`
-  declarations with a tuning name.
+- in string literals (CUDA sources for `load_inline`, C/C++ sources for `evaluator.native.load_c`), `#define NAME
+  <int>` lines and `constexpr int NAME = <int>;` declarations with a tuning name (a block size is capped at 1024
+  threads only in CUDA device code, a string with `__global__`).
 
 Flags and problem sizes (`ACTIVATION=1`, `N = 4096`, `#define WARP_SIZE 32`) are not tunables. Python is read with
 `ast`; a rewrite replaces exactly the literals' character spans, so the rest of the file stays byte-identical.
@@ -51,7 +52,7 @@ class Tunable:
     name: str
     value: int
     role: str                   # block | threads | group | unroll | warps | stages
-    kind: str                   # launch | constant | cuda
+    kind: str                   # launch | constant | cuda | native (a C/C++ CPU source: no CUDA block cap)
     spans: tuple[Span, ...]     # character spans of every literal that holds the value
     choices: tuple[int, ...]    # neighbouring values, nearest first
 
@@ -240,12 +241,13 @@ class _Finder:
                 continue
             start, end = self._span(node)
             raw = self.source[start:end]
+            kind = "cuda" if "__global__" in raw else "native"  # a CPU kernel's BLOCK is no threads-per-block
             for pattern in (_DEFINE, _CONSTEXPR):
                 for m in pattern.finditer(raw):
                     role = role_of(m.group(1))
                     if role:
                         span = (start + m.start(2), start + m.end(2))
-                        found.append((m.group(1), int(m.group(2)), role, "cuda", (span,)))
+                        found.append((m.group(1), int(m.group(2)), role, kind, (span,)))
         return found
 
     @staticmethod

@@ -21,9 +21,8 @@ from pathlib import Path
 
 SUITES_DIR = Path(__file__).resolve().parent
 SEED_SUFFIX = ".seed.py"
-# The seed file beside a task, per backend; a backend missing here has no built-in seeds yet.
-SEED_SUFFIXES: dict[str, str] = {"triton": SEED_SUFFIX, "cpp": ".cpp.py"}
-BACKENDS = ("triton", "cuda", "cpp")
+# The seed file beside a task, per backend (the built-in suites have no CUDA seeds yet).
+SEED_SUFFIXES: dict[str, str] = {"triton": SEED_SUFFIX, "cpp": ".cpp.py", "cuda": ".cuda.py"}
 ALL_SUITE = "all"  # the union of the folder suites, not a folder itself
 
 
@@ -91,19 +90,15 @@ def seed_for(task_path: Path | str) -> Path | None:
 
 
 def seed_path(task: Path | str, backend: str) -> Path | None:
-    """The seed kernel for `backend` beside a task (a path, or a built-in task's name), or None when there is none.
-
-    `triton` -> `NAME.seed.py`, `cpp` -> `NAME.cpp.py`; `cuda` has no built-in seeds yet.
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"Unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}.")
+    """The seed kernel for `backend` beside a task, or None when there is none: `triton` -> `NAME.seed.py`, `cpp` ->
+    `NAME.cpp.py`, `cuda` -> `NAME.cuda.py`. `task` is a task file's Path, or a string naming a file or a built-in
+    task ("relu", "tiny/relu")."""
+    if backend not in SEED_SUFFIXES:
+        raise ValueError(f"Unknown backend {backend!r}: choose one of {', '.join(SEED_SUFFIXES)}.")
     path = Path(task)
-    if not path.suffix == ".py" or not path.is_file():
-        path = builtin_task(str(task))
-    suffix = SEED_SUFFIXES.get(backend)
-    if suffix is None:
-        return None
-    seed = path.with_name(path.stem + suffix)
+    if isinstance(task, str) and not path.is_file():
+        path = builtin_task(task)
+    seed = path.with_name(path.stem + SEED_SUFFIXES[backend])
     return seed if seed.is_file() else None
 
 

@@ -219,6 +219,31 @@ def _under(p: Path, root: Path) -> bool:
         return False
 
 
+def probe_commands(mode: str, nvcc: str | None, cxx: str | None, lib_dirs: Sequence[str]) -> list[list[list[str]]]:
+    """The self-test's stages (commands of a stage run side by side): compile a kernel and a file with torch's
+    headers; for `link`, then link the kernel's object into a shared library against libcudart and torch's own
+    libraries, as load_inline's recipe does, so that a view missing a library fails here and not on a candidate."""
+    compile_stage = []
+    if nvcc:
+        compile_stage.append([nvcc, "-c", "probe.cu", "-o", "probe.o", "-Xcompiler", "-fPIC",
+                              *arch_flags(default_archs())])
+    if cxx:
+        compile_stage.append([cxx, "-fsyntax-only", "probe.cpp", *include_flags()])
+    stages = [compile_stage]
+    if mode == "link" and nvcc and cxx:
+        stages.append([[cxx, "-shared", "probe.o", "-o", "probe.so", *(f"-L{d}" for d in lib_dirs),
+                        "-lc10", "-ltorch", "-lcudart"]])
+    return stages
+
+
+def _link_dirs() -> list[str]:
+    from torch.utils import cpp_extension
+    try:
+        return list(cpp_extension.library_paths(device_type="cuda"))
+    except (TypeError, OSError, RuntimeError):
+        return list(cpp_extension.library_paths())
+
+
 @functools.lru_cache(maxsize=4)
 def _sandbox_works(mode: str) -> bool:
     """Compiles a trivial kernel inside the builder's view once per process, so that a view missing some toolchain
@@ -227,16 +252,10 @@ def _sandbox_works(mode: str) -> bool:
         work = Path(d)
         (work / "probe.cu").write_text("__global__ void probe(float* x) { x[0] = 1.0f; }\n")
         (work / "probe.cpp").write_text("#include <Python.h>\n#include <c10/macros/Macros.h>\n")
-        cmds = []
-        nvcc, cxx = nvcc_path(mode), cxx_path()
-        if nvcc:
-            cmds.append([nvcc, "-c", "probe.cu", "-o", "probe.o", *arch_flags(default_archs())])
-        if cxx:
-            cmds.append([cxx, "-fsyntax-only", "probe.cpp", *include_flags()])
-        if mode == "link":
-            cmds.append([sys.executable, "-c", "import torch.utils.cpp_extension"])
+        failed = None
         try:
-            failed = run_concurrently(cmds, work, 120, _bwrap_view(work), builder_env(work, "9.0"))
+            for cmds in probe_commands(mode, nvcc_path(mode), cxx_path(), _link_dirs()):  # each stage after the last
+                failed = failed or run_concurrently(cmds, work, 120, _bwrap_view(work), builder_env(work, "9.0"))
         except (BuildTimeout, OSError) as exc:
             failed = (1, str(exc))
     if failed is not None:

@@ -22,5 +22,6 @@ class EvalConfig:
     suspicious_speedup: float = 10.0      # above this, re-measure from the driver's own clock
     timing_recheck_reps: int = 3          # timed calls whose outputs are verified against fresh reference results
     compile_baseline: bool = False        # also time torch.compile(Model) as a second baseline
+    energy_loop_s: float = 1.0            # GPU: each side's back-to-back loop that energy is metered over; 0: none
     profile: bool = True                  # profiler feedback for the agents
     sandbox: str = "auto"                 # auto | bwrap | process

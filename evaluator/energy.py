@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-LOOP_S = 1.0   # at least ten NVML updates
+LOOP_S = 1.0   # at least ten NVML updates (EvalConfig.energy_loop_s)
 IDLE_S = 0.5
+IDLE_MAX_AGE_S = 60.0  # the idle power is measured again after this long (it drifts with temperature)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class EnergyMeter:
 
     def __init__(self, nvml: Any | None, uuid: str | None):
         self._nvml, self._handle = nvml, None
+        self.idle: tuple[float, float] | None = None  # (watts, when by meter_loop's clock)
         if nvml is not None and uuid:
             try:
                 self._handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
@@ -102,18 +104,23 @@ class EnergyMeter:
 def meter_loop(meter: EnergyMeter, run_loop: Callable[[float], int], loop_s: float = LOOP_S, idle_s: float = IDLE_S,
                sleep: Callable[[float], None] = time.sleep,
                clock: Callable[[], float] = time.perf_counter) -> EnergyFigure | None:
-    """Idle power over `idle_s`, then `run_loop(loop_s)` (back-to-back calls for at least that long; returns how
-    many). None without a meter or when the counter did not move."""
+    """Idle power over `idle_s` (once a minute per meter), then `run_loop(loop_s)` (back-to-back calls for at least
+    that long; returns how many). None without a meter or a reading."""
     if not meter.available:
         return None
-    e0, t0 = meter.read_j(), clock()
-    sleep(idle_s)
+    if meter.idle is None or clock() - meter.idle[1] > IDLE_MAX_AGE_S:
+        e0, t0 = meter.read_j(), clock()
+        sleep(idle_s)
+        e1, t1 = meter.read_j(), clock()
+        if e0 is None or e1 is None or t1 <= t0:
+            return None
+        meter.idle = (max(e1 - e0, 0.0) / (t1 - t0), t1)
+    idle_w = meter.idle[0]
     e1, t1 = meter.read_j(), clock()
     calls = run_loop(loop_s)
     e2, t2 = meter.read_j(), clock()
-    if e0 is None or e1 is None or e2 is None or calls <= 0 or t1 <= t0 or t2 <= t1:
+    if e1 is None or e2 is None or calls <= 0 or t2 <= t1:
         return None
-    idle_w = max(e1 - e0, 0.0) / (t1 - t0)
     above_idle_j = max((e2 - e1) - idle_w * (t2 - t1), 0.0)
     return EnergyFigure(energy_j=above_idle_j / calls, power_w=max(e2 - e1, 0.0) / (t2 - t1), idle_w=idle_w,
                         calls=calls, loop_s=t2 - t1)
@@ -124,8 +131,9 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
     """(candidate, reference) figures, each side's loop run by its worker (`loop` command); the driver holds the
     device's timed phase around this (device_lock.py)."""
     from evaluator.measure import fresh_seed
-    meter = meter if meter is not None else EnergyMeter.for_device(kind)
-    if not meter.available:
+    loop_s = float(getattr(cfg, "energy_loop_s", LOOP_S))
+    meter = meter if meter is not None else _meter(kind) if loop_s > 0 else None
+    if meter is None or not meter.available:
         return None, None
 
     def runner(conn: Any) -> Callable[[float], int]:
@@ -134,4 +142,14 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
                                     cfg.run_timeout_s, "the energy loop")
             return int(reply.get("calls", 0))
         return run
-    return meter_loop(meter, runner(candidate)), meter_loop(meter, runner(reference))
+    return meter_loop(meter, runner(candidate), loop_s), meter_loop(meter, runner(reference), loop_s)
+
+
+_meters: dict[str, EnergyMeter] = {}
+
+
+def _meter(kind: str) -> EnergyMeter:
+    """One meter per device kind in this process (NVML opened once; the idle figure shared for a minute)."""
+    if kind not in _meters:
+        _meters[kind] = EnergyMeter.for_device(kind)
+    return _meters[kind]

@@ -9,10 +9,10 @@ above the suspicious threshold, a re-measure by the driver's own clock -> profil
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
 import secrets
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -31,8 +31,8 @@ from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
 from evaluator.measure import fresh_seed, measure, outer_per_call_ms, time_alone
+from evaluator.gpu_memory import blame_reference_failure, steady_peak
 from evaluator.probes import all_finite, expected_in_domain
-from evaluator.reference_blame import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.sandbox import SandboxError, Zygote
 from evaluator.task import Task, TaskError
@@ -94,7 +94,7 @@ class LocalEvaluator:
         handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s, gpu_share)
         return WorkerConnection(zygote, handle, nonce, role, task.label)
 
-    def _timed(self, kind: str, what: str) -> contextlib.AbstractContextManager[None]:
+    def _timed(self, kind: str, what: str) -> AbstractContextManager[None]:
         """The device's timed phase: held around timing and profiling only, never around trials or builds."""
         return DeviceLock(device_key(kind), self._lock_dir, self._phase_observer).held(what)
 
@@ -192,9 +192,8 @@ class LocalEvaluator:
             if cand is not None:
                 cand.close()
         if reference_failure is not None:  # the candidate is gone now: does the reference fail alone too?
-            connect = lambda: self._connect(kind, "reference", secrets.token_hex(16), cfg, task)  # noqa: E731
-            result = blame_reference_failure(connect, task, cfg, dev, reference_failure, progress["load"],
-                                             ref.last_request)
+            result = blame_reference_failure(lambda: self._connect(kind, "reference", secrets.token_hex(16), cfg, task),
+                                             task, cfg, dev, reference_failure, progress["load"], ref.last_request)
         if cand is not None and not result.log:
             result = dataclasses.replace(result, log=cand.log())  # complete now that the worker is gone
         return result
@@ -252,11 +251,10 @@ class LocalEvaluator:
             timeout = cfg.compile_timeout_s if i == 0 or variant != plan[i - 1][0] else cfg.run_timeout_s
             got_reply, got = cand.request(run, timeout, f"correctness trial {i + 1}")
             notes.update(str(n) for n in got_reply.get("notes") or ())
-            if variant == 0 and dist == "task" and probe is None:
-                peaks.append((got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")))
             if not cfg.allow_torch:
                 _refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(expected_reply.get("ops", [])))
             if variant == 0 and dist == "task" and probe is None:
+                peaks.append((got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")))
                 kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
                 checked_kernels = kernels if checked_kernels is None else {
                     k: min(n, kernels.get(k, 0)) for k, n in checked_kernels.items()}
@@ -318,10 +316,9 @@ class LocalEvaluator:
             profile = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
             if kind == "cuda":
                 from evaluator.ncu import profile_with_ncu
-                ncu_builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "profile")
                 with self._timed(kind, "Nsight Compute"):
                     ncu = profile_with_ncu(task.source, task.name, candidate.source, init_seeds[0], fresh_seed(),
-                                           cfg.compile_timeout_s, cfg.sandbox, kind, ncu_builds.answer,
+                                           cfg.compile_timeout_s, cfg.sandbox, kind, self.build_cache,
                                            cfg.gpu_memory_fraction)
                 profile.update(ncu.metrics)
                 ncu_problem = ncu.problem
@@ -354,16 +351,6 @@ class LocalEvaluator:
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
             conn.close()
-
-
-def steady_peak(peaks: list[tuple[Any, Any]]) -> tuple[int | None, int | None]:
-    """Peak memory of a steady call, (candidate, reference): the largest of the plain trials after the first (the
-    first call also holds Triton's JIT, autotuning buffers and cuBLAS's workspace); the first where it is the only."""
-    steady = peaks[1:] or peaks
-    def largest(values: list[Any]) -> int | None:
-        known = [int(v) for v in values if v is not None]
-        return max(known) if known else None
-    return largest([c for c, _ in steady]), largest([r for _, r in steady])
 
 
 def _degenerate_check(conn: WorkerConnection, timeout_s: float, seed: int, base: list[Any],

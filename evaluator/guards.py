@@ -36,8 +36,8 @@ arange scalar_tensor
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
-                    "evaluator.guards", "evaluator.timing", "evaluator.task_runtime", "evaluator.wire",
-                    "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
+                    "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
+                    "evaluator.wire", "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
                     "triton.runtime.autotuner", "evaluator.observer", "evaluator.call_watch",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec",

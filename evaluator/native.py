@@ -53,9 +53,9 @@ def load_c(name: str, sources: str | list[str], functions: str | list[str], flag
             data = _served_build(spec)
             if data is None:  # the driver is only collecting the builds: nothing runs in this process
                 return NativeLibrary(spec.name, prototypes, None)
-            path = Path(tempfile.mkdtemp(prefix="native-")) / f"lib{spec.name}.so"
-            path.write_bytes(data)
-            return NativeLibrary(spec.name, prototypes, path)
+            served = Path(tempfile.mkdtemp(prefix="native-")) / f"lib{spec.name}.so"
+            served.write_bytes(data)
+            return NativeLibrary(spec.name, prototypes, served)
         key = entry_key(spec)
         if key in _loaded:
             return _loaded[key]

@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from evaluator.native_spec import NativeSpec
 
@@ -231,7 +231,7 @@ class NativeCache:
 
     def _store(self, key: str, spec: NativeSpec, outcome: Outcome, context: str) -> None:
         staging = Path(tempfile.mkdtemp(prefix="entry-", dir=self.base / "tmp"))
-        record = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
+        record: dict[str, Any] = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
                   "status": outcome.status, "log": outcome.log, "library": None, "context": context,
                   "build_id": uuid.uuid4().hex}
         if outcome.status == "built":

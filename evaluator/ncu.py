@@ -140,9 +140,10 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tu
 
 def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, init_seed: int, seed: int,
                      timeout_s: float, isolation: str, device: str = "cuda",
-                     build_answer: Any = None, gpu_memory_fraction: float = 0.0) -> NcuReport:
+                     build_cache: Any = None, gpu_memory_fraction: float = 0.0, build_answer: Any = None) -> NcuReport:
     """Nsight Compute metrics of one call of the candidate. Empty metrics with no problem where ncu is missing;
-    with a one-sentence problem where it failed (permissions, timeout, the target refused or crashed)."""
+    with a one-sentence problem where it failed (permissions, timeout, the target refused or crashed). The target's
+    CUDA builds come from `build_cache` (the evaluation's), or from `build_answer` where given."""
     ncu = ncu_path()
     if ncu is None:
         return NcuReport({})
@@ -163,11 +164,13 @@ def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, in
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         metrics, dropped = list(NCU_METRICS), list[str]()
-        answer: Any = build_answer or (lambda spec, t: ({"cmd": "built", "verdict": "skipped"}, []))
+        if build_answer is None:
+            from evaluator.build_stage import BuildServer, build_mode
+            build_answer = BuildServer(build_cache, build_mode(device), isolation, "profile").answer
         for _ in range(2):
             report = job / "ncu.csv"
             report.unlink(missing_ok=True)
-            with FileBuildServer(job, answer, timeout_s):
+            with FileBuildServer(job, build_answer, timeout_s):
                 code, output = _run(ncu_command(ncu, target, str(report), metrics), env, job, timeout_s)
             text = report.read_text(errors="replace") if report.exists() else ""
             if code is None:

@@ -180,8 +180,9 @@ def _attribute_root(target: ast.expr) -> str | None:
 def _calls_torch(handler: ast.ExceptHandler, aliases: dict[str, str]) -> bool:
     for node in ast.walk(handler):
         if isinstance(node, ast.Call):
-            root = _attribute_root(node.func) if isinstance(node.func, ast.Attribute) else None
-            query = isinstance(node.func, ast.Attribute) and node.func.attr in QUERY_CALLS
-            if root and aliases.get(root, root) == "torch" and not query:
+            func = node.func
+            root = _attribute_root(func) if isinstance(func, ast.Attribute) else None
+            if root and isinstance(func, ast.Attribute) and aliases.get(root, root) == "torch" \
+                    and func.attr not in QUERY_CALLS:
                 return True
     return False

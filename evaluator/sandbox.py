@@ -23,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH")
+             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
+             "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF")
+# What decides which device a worker uses and how it runs there: the same value (or absence) on both sides.
+SHARED_DEVICE_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_VISIBLE_DEVICES",
+                     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_CUDA_ARCH_LIST")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOG_LIMIT_BYTES = 64 * 1024
 
@@ -32,12 +36,48 @@ class SandboxError(Exception):
     """The zygote could not be started or stopped answering."""
 
 
-def scrubbed_environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
+def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k in ENV_ALLOW}
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONNOUSERSITE"] = "1"
     env["HOME"] = "/tmp"
+    return env
+
+
+def openmp_environment() -> dict[str, str]:
+    """The OpenMP settings of both zygotes, read by libgomp when torch loads it (one libgomp serves PyTorch and native
+    candidates alike). The same thread count for reference and candidate: the caller's OMP_NUM_THREADS, else every CPU
+    this process may use. Threads sleep as soon as a parallel region ends: an honest OpenMP kernel's idle pool is never
+    mistaken for work running in the background between calls, and spinning threads do not take the cores from the
+    next call on a busy machine (measured: a 2-thread GELU took 12 ms a call with a 100000 spin count against 0.18 ms
+    passive, on 2 loaded cores)."""
+    threads = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not threads.isdigit() or int(threads) < 1:
+        threads = str(len(os.sched_getaffinity(0)))
+    return {"OMP_NUM_THREADS": threads, "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
+
+
+def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[str, str]:
+    """A zygote's environment: the driver's for the reference (it runs trusted code only), the allow-list for the
+    candidate; in both, the same device settings (`SHARED_DEVICE_ENV`), so both sides run on the same GPU with the
+    same allocator and thread counts."""
+    env = scrubbed_environment(environ) if role == "candidate" else {**environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    for key in SHARED_DEVICE_ENV:
+        if key in environ:
+            env[key] = environ[key]
+        else:
+            env.pop(key, None)
+    # Both workers pay the same costs: a coverage tracer (CI's report) in the reference alone would slow its calls
+    # and skew every comparison of the two sides' clocks. The candidate's allow-list drops it already.
+    env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_PROCESS_", "COV_CORE_"))}
+    if device == "cpu":
+        # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
+        # library functions are built as interpreted or compiled at import time.
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    env.update(openmp_environment())
     return env
 
 
@@ -72,8 +112,11 @@ def _bwrap_prefix(device: str, hidden_extra: tuple[str, ...] = ()) -> list[str]:
         if extra.is_dir() and not any(_under(n, extra) for n in needed):
             args += ["--tmpfs", str(extra)]
     if device == "cuda":
-        for dev in sorted(Path("/dev").glob("nvidia*")):
-            args += ["--dev-bind", str(dev), str(dev)]
+        from evaluator.device_nodes import device_nodes, visible_minors
+        from evaluator.energy import load_nvml
+        for dev in device_nodes(sorted(str(p) for p in Path("/dev").glob("nvidia*")),
+                                visible_minors(load_nvml(), os.environ)):
+            args += ["--dev-bind", dev, dev]
     return args + ["--"]
 
 
@@ -125,16 +168,7 @@ class Zygote:
         cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role]
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device, self.hidden) + cmd
-        env = scrubbed_environment() if self.role == "candidate" else {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-        # Both workers pay the same costs: a coverage tracer (CI's report) in the reference alone would slow its
-        # calls and skew every comparison of the two sides' clocks. The candidate's allow-list drops it already.
-        env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_PROCESS_", "COV_CORE_"))}
-        if self.device == "cpu":
-            # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
-            # library functions are built as interpreted or compiled at import time.
-            env["TRITON_INTERPRET"] = "1"
-        else:
-            env.pop("TRITON_INTERPRET", None)
+        env = zygote_environment(self.role, self.device, dict(os.environ))
         self._proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], env=env, cwd="/tmp",
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       start_new_session=True)

@@ -120,6 +120,19 @@ class CallTimer:
         return ms, out
 
 
+def back_to_back(fn: Callable[..., Any], args: list[Any], timer: CallTimer, seconds: float) -> int:
+    """Calls `fn(*args)` back to back for at least `seconds` after one warm call, synchronising only at the ends (the
+    energy loop, energy.py); returns how many calls were counted."""
+    fn(*args)
+    timer.sync()
+    calls, end_ms = 0, now_ms() + seconds * 1e3
+    while now_ms() < end_ms:
+        fn(*args)
+        calls += 1
+    timer.sync()
+    return calls
+
+
 def loaded_libcudart(maps_text: str) -> list[str]:
     """Paths of the CUDA runtime libraries mapped into a process, from its /proc/self/maps text (the one torch loaded
     comes first: a second runtime opened by name could be another version, with its own context state)."""

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import call_watch, interpreter_gaps, process_tree, timing
+from evaluator import call_watch, interpreter_gaps, process_tree, timing, torch_profile
 from evaluator.guards import Guards, OpTrace, same_bits
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
@@ -282,21 +282,11 @@ class Worker:
                    "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
     def cmd_loop(self, cmd: dict[str, Any]) -> None:
-        """Back-to-back calls on one set of inputs for at least `seconds`, synchronised once at the end: the loop
-        the driver meters energy over (energy.py). Replies how many calls ran."""
-        rt, timer = self.rt, self.timer
-        assert rt is not None and timer is not None
-        model = self._model(int(cmd["variant"]))
-        inputs = rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
-        calls, seconds = 0, float(cmd["seconds"])
+        """Back-to-back calls on one set of inputs for at least `seconds`: what the driver meters energy over."""
+        assert self.rt is not None and self.timer is not None
+        inputs = self.rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
         with torch.set_grad_enabled(self.grad):
-            model(*inputs)
-            timer.sync()
-            end_ms = timing.now_ms() + seconds * 1e3
-            while timing.now_ms() < end_ms:
-                model(*inputs)
-                calls += 1
-            timer.sync()
+            calls = timing.back_to_back(self._model(int(cmd["variant"])), inputs, self.timer, float(cmd["seconds"]))
         problem = self._refuse_reason() if self.enforce else None
         self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
                   {"status": "looped", "calls": calls})
@@ -336,23 +326,10 @@ class Worker:
 
     def cmd_profile(self, cmd: dict[str, Any]) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
-        rt, timer = self.rt, self.timer
-        assert rt is not None and timer is not None
-        model = self._model(0)
-        inputs = rt.inputs(0, int(cmd["seed"]))
-        from torch.profiler import ProfilerActivity, profile
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
-        with torch.set_grad_enabled(self.grad), profile(activities=activities) as prof:
-            model(*inputs)
-            timer.sync()
-        metrics: dict[str, float] = {}
-        events = sorted(prof.key_averages(), key=lambda e: -_self_time_us(e, timer.cuda))[:12]
-        for e in events:
-            metrics[f"{e.key} self_{'cuda' if timer.cuda else 'cpu'}_us"] = round(_self_time_us(e, timer.cuda), 3)
-        for label, n in self.guards.launches.items():  # per kind (triton, extension) and per kernel
-            kind = label.split(":", 1)[0]
-            metrics[f"launches.{kind}"] = metrics.get(f"launches.{kind}", 0.0) + n
-            metrics[f"launches.{label}"] = float(n)
+        assert self.rt is not None and self.timer is not None
+        with torch.set_grad_enabled(self.grad):
+            metrics = torch_profile.profile_table(self._model(0), self.rt.inputs(0, int(cmd["seed"])), self.timer,
+                                    self.guards.launches)
         self.send({"status": "profiled", "profile": metrics})
 
     def _prime(self, model: torch.nn.Module, variant: int, prime_seed: int, target: list[Any],
@@ -447,12 +424,6 @@ class Worker:
         if reason:
             self.send({"status": "rejected", "reason": f"{reason} ({when})"})
         return bool(reason)
-
-
-def _self_time_us(event: Any, cuda: bool) -> float:
-    if cuda:
-        return float(getattr(event, "self_device_time_total", 0.0) or getattr(event, "self_cuda_time_total", 0.0))
-    return float(event.self_cpu_time_total)
 
 
 def _one_line(exc: BaseException) -> str:

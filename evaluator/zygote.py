@@ -24,12 +24,7 @@ from evaluator import process_tree
 def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
         raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    # OpenMP threads that finished a parallel region spin ~0.1 ms, then sleep: an honest OpenMP kernel's idle pool
-    # (PyTorch's and a native candidate's alike) is never mistaken for work running in the background between calls,
-    # and OMP_WAIT_POLICY=active in the caller's environment cannot make it so.
-    os.environ.pop("OMP_WAIT_POLICY", None)
-    os.environ["GOMP_SPINCOUNT"] = "100000"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; sandbox.openmp_environment decides
 
 
 def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) -> None:

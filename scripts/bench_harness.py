@@ -5,7 +5,10 @@ wall time is the harness itself: policy check, forking the two workers, loading 
 trials and probes, the interleaved timing protocol's messages, the rechecks and tear-down. Overhead is reported as
 wall time minus the time spent inside the timed calls themselves (median x reps for each side, plus warm-up).
 
-    .venv/bin/python scripts/bench_harness.py [--evaluations 10] [--sandbox auto|bwrap|process]
+    .venv/bin/python scripts/bench_harness.py [--evaluations 10] [--sandbox auto|bwrap|process] [--backend triton|cpp]
+
+`--backend cpp` evaluates a native C ReLU (`load_c`, built once by the build stage and cached) instead of the
+interpreted Triton one: the call itself then costs microseconds, so the figure is the harness alone.
 """
 
 from __future__ import annotations
@@ -50,17 +53,38 @@ class ModelNew(nn.Module):
 """
 
 
+NATIVE_CANDIDATE = """import torch
+import torch.nn as nn
+from evaluator.native import load_c
+
+lib = load_c("relu64", r\"\"\"
+#include <stdint.h>
+void relu(const float* restrict x, float* restrict y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+\"\"\", functions=["relu"], flags=["-O3", "-march=native"])
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        lib.relu(x.contiguous(), y, x.numel())
+        return y
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evaluations", type=int, default=10)
     parser.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "process"))
+    parser.add_argument("--backend", default="triton", choices=("triton", "cpp"),
+                        help="the candidate: an interpreted Triton ReLU, or a native C one")
     parser.add_argument("--timing-s", type=float, default=0.2, help="each side's timing cap (EvalConfig.max_timing_s)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "relu64.py"
         path.write_text(TASK)
         task = load_task(path)
-    cand = Candidate.from_source(CANDIDATE)
+    cand = Candidate.from_source(NATIVE_CANDIDATE if args.backend == "cpp" else CANDIDATE)
     cfg = EvalConfig(device="cpu", max_timing_s=args.timing_s, warmup_ms=5.0, profile=False, sandbox=args.sandbox)
     ev = LocalEvaluator(sandbox=args.sandbox)
     t0 = time.perf_counter()
@@ -83,7 +107,7 @@ def main() -> None:
     print(f"date: {datetime.date.today()}  machine: {platform.node()} {platform.machine()}, "
           f"{__import__('os').cpu_count()} cores  isolation: {isolation}")
     print(f"command: .venv/bin/python scripts/bench_harness.py --evaluations {args.evaluations} "
-          f"--sandbox {args.sandbox} --timing-s {args.timing_s}")
+          f"--sandbox {args.sandbox} --timing-s {args.timing_s} --backend {args.backend}")
     print(f"first evaluation (starts both zygotes): {cold_s:.2f} s")
     print(f"warm evaluations: n={len(walls)}  wall median {statistics.median(walls):.3f} s  "
           f"inside timed calls median {statistics.median(timed):.3f} s  "

@@ -1,5 +1,7 @@
 """Issue 8's measurements on a CUDA GPU in few calls: timer agreement, noise, loop throughput and GPU idle share,
-energy, peak memory, the judge's prompt with Nsight Compute metrics, and speed of light over the built-in suite.
+energy, peak memory, the judge's prompt with Nsight Compute metrics, and speed of light over the built-in suite; and
+issue 15's claims (scripts/gpu_proof_claims.py): the device warm-up, the timer's empty-call calibration and side-stream
+check, the candidate's GPU memory cap, one timed phase per device.
 
 On the lent GPU machine (`device` tool; see docs/PERFORMANCE.md, "GPU figures", for the recipe):
 
@@ -51,7 +53,9 @@ from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_cand
 from evaluator.evaluate import LocalEvaluator  # noqa: E402
 from evaluator.task import task_from_source  # noqa: E402
 
-PARTS = ("env", "timer", "noise", "memory", "energy", "prompt", "loop", "sol")
+import gpu_proof_claims  # noqa: E402 - issue 15's parts (warmup, calibration, cap, lock), beside this script
+
+PARTS = ("env", "warmup", "timer", "calibration", "noise", "memory", "cap", "energy", "lock", "prompt", "loop", "sol")
 TIMER_TOLERANCE = 0.03    # issue 8: opforge's median within 3% of do_bench and of ncu
 NOISE_CV_TARGET = 0.01    # issue 8: coefficient of variation under 1% above 50 us
 NOISE_MIN_MS = 0.05
@@ -374,6 +378,9 @@ def part_energy(ctx: "Context") -> dict[str, Any]:
             torch.cuda.synchronize()
             calls = 0
             with PowerSampler() as sampler:
+                i0, ti = sampler.energy_mj(), time.perf_counter()
+                time.sleep(1.0)  # idle power, taken off as opforge's energy loop does (evaluator/energy.py)
+                idle_w = (sampler.energy_mj() - i0) / 1e3 / (time.perf_counter() - ti)
                 e0, t0 = sampler.energy_mj(), time.perf_counter()
                 while time.perf_counter() - t0 < 5.0:
                     fn()
@@ -383,6 +390,8 @@ def part_energy(ctx: "Context") -> dict[str, Any]:
         mean_w = statistics.mean(sampler.power_w)
         out.update(calls=calls, nvml_counter_j_per_call=(e1 - e0) / 1e3 / calls,
                    power_times_time_j_per_call=mean_w * wall / calls, mean_power_w=mean_w)
+        out.update(idle_w=idle_w, nvml_above_idle_j_per_call=((e1 - e0) / 1e3 - idle_w * wall) / calls)
+        out["ratio_above_idle"] = ratio(result.energy_j, out["nvml_above_idle_j_per_call"])
         out["ratio_counter"] = ratio(result.energy_j, out["nvml_counter_j_per_call"])
         out["ratio_power_x_time"] = ratio(result.energy_j, out["power_times_time_j_per_call"])
     ctx.table("energy", ["figure", "value"], [[k, _fmt(v)] for k, v in out.items()])
@@ -608,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("no CUDA device here; run on the GPU machine, or pass --device cpu for a dry run")
     ctx = Context(args)
     runners = {"env": part_env, "timer": part_timer, "noise": part_noise, "memory": part_memory,
-               "energy": part_energy, "prompt": part_prompt, "loop": part_loop, "sol": part_sol}
+               "energy": part_energy, "prompt": part_prompt, "loop": part_loop, "sol": part_sol,
+               **gpu_proof_claims.RUNNERS}
     try:
         for part in parts:
             t0 = time.monotonic()

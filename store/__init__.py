@@ -14,6 +14,7 @@ from store.records import (
     ArchiveEntry,
     BenchRecord,
     CandidateRecord,
+    DevicePeaks,
     EvaluationRecord,
     JobRecord,
     JobState,
@@ -47,7 +48,8 @@ def get_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "EvaluationRecord", "JobRecord", "JobState", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
+    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "DevicePeaks", "EvaluationRecord",
+    "JobRecord", "JobState", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
     "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "UnknownId", "get_store",
     "head_revision", "upgrade",
 ]

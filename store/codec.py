@@ -12,6 +12,7 @@ from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from store.records import (
     BenchRecord,
     CandidateRecord,
+    DevicePeaks,
     EvaluationRecord,
     JobRecord,
     JobState,
@@ -20,7 +21,7 @@ from store.records import (
     RunStatus,
     TaskRecord,
 )
-from store.rows import BenchRow, CandidateRow, EvaluationRow, JobRow, LLMCallRow, RunRow, TaskRow
+from store.rows import BenchRow, CandidateRow, DevicePeakRow, EvaluationRow, JobRow, LLMCallRow, RunRow, TaskRow
 
 
 def aware(ts: datetime) -> datetime:
@@ -178,3 +179,7 @@ def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
         trials=tuple(trials),
     )
     return EvaluationRecord(eid, candidate_id, task_id, run_id, result, aware(created_at))
+
+
+def device_peaks_record(row: DevicePeakRow) -> DevicePeaks:
+    return DevicePeaks(row.device, row.copy_gbps, row.peak_gflops, row.threads, aware(row.measured_at))

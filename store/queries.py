@@ -36,6 +36,9 @@ Q = QueueItemRow.__table__
 _CHUNK = 1000
 
 
+GPU_BACKENDS = ("triton", "cuda")
+
+
 def run_members(run_id: int):  # noqa: ANN201 - a SQL subquery
     """The candidates a run created, and those it queued (a candidate another run found first still counts)."""
     return union(select(C.c.id).where(C.c.run_id == run_id), select(Q.c.candidate_id).where(Q.c.run_id == run_id))
@@ -153,10 +156,20 @@ def llm_usage(session: Session, run_id: int) -> list[LLMUsage]:
     return [LLMUsage(role, a[0], dict(sorted(a[1].items())), a[2], a[3], a[4], a[5]) for role, a in sorted(acc.items())]
 
 
-def archive(session: Session, device: str | None, exclude_run_id: int | None) -> list[ArchiveEntry]:
-    """Each task's fastest correct evaluation (optionally on one device name, not measured by one run)."""
+def of_backend(backend: str):  # noqa: ANN201 - a SQL condition
+    """Verdicts of one backend. Verdicts recorded before the store kept the backend (NULL) were GPU kernels (Triton
+    or CUDA), so they count as those and never as native CPU ones."""
+    return E.c.backend == backend if backend not in GPU_BACKENDS else (E.c.backend == backend) | E.c.backend.is_(None)
+
+
+def archive(session: Session, device: str | None, exclude_run_id: int | None,
+            backend: str | None = None) -> list[ArchiveEntry]:
+    """Each task's fastest correct evaluation (optionally on one device name, of one backend, not measured by one
+    run)."""
     stmt = select(E.c.id, E.c.task_id, E.c.candidate_id, E.c.speedup).where(E.c.status == Status.OK.value,
                                                                              E.c.speedup.is_not(None))
+    if backend is not None:
+        stmt = stmt.where(of_backend(backend))
     if device is not None:
         stmt = stmt.where(E.c.device_name == device)
     if exclude_run_id is not None:

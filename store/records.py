@@ -217,3 +217,13 @@ class JobRecord:
     def held_by(self, worker: str) -> bool:
         """Whether `worker` still holds the job (as of this record; the lease may have run out since)."""
         return self.state is JobState.RUNNING and self.worker == worker
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePeaks:
+    """A device's measured copy bandwidth and peak fp32 throughput: the roofline of kernels timed on it."""
+    device: str
+    copy_gbps: float
+    peak_gflops: float
+    threads: int
+    measured_at: datetime

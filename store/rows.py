@@ -233,3 +233,15 @@ class JobRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))   # first claimed
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # done, failed or cancelled
     updated_at: Mapped[datetime] = _created()
+
+
+class DevicePeakRow(Base):
+    """A device's measured speed of light (`evaluator/cpu_peaks.py`): one row per device name, as verdicts name it."""
+
+    __tablename__ = "device_peaks"
+
+    device: Mapped[str] = mapped_column(String(255), primary_key=True)
+    copy_gbps: Mapped[float] = mapped_column(Float)     # large-array copy bandwidth, read + write bytes per second
+    peak_gflops: Mapped[float] = mapped_column(Float)   # fp32 FMA throughput with the machine's SIMD width
+    threads: Mapped[int] = mapped_column(Integer)
+    measured_at: Mapped[datetime] = _created()

@@ -11,7 +11,7 @@ from evaluator.candidate import Candidate
 from evaluator.result import EvalResult
 from evaluator.task import Task
 from store import queries, queue, writes
-from store.codec import bench_record, candidate_record, llm_call_record, run_record, task_record
+from store.codec import bench_record, candidate_record, device_peaks_record, llm_call_record, run_record, task_record
 from store.dialect import insert
 from store.engine import display, session_scope
 from store.errors import StoreError, UnknownId
@@ -19,6 +19,7 @@ from store.records import (
     ArchiveEntry,
     BenchRecord,
     CandidateRecord,
+    DevicePeaks,
     EvaluationRecord,
     LLMCallRecord,
     LLMUsage,
@@ -28,7 +29,7 @@ from store.records import (
     ScoredCandidate,
     TaskRecord,
 )
-from store.rows import BenchRow, CandidateRow, LLMCallRow, RunRow, TaskRow, utcnow
+from store.rows import BenchRow, CandidateRow, DevicePeakRow, LLMCallRow, RunRow, TaskRow, utcnow
 from store import jobs as job_queue  # the work queue's SQL (`opforge worker`)
 from store.codec import job_record
 from store.records import JobRecord, JobState
@@ -80,6 +81,18 @@ class Store:
     def get_task(self, task_id: int) -> TaskRecord:
         with self._session() as s:
             return task_record(self._get(s, TaskRow, task_id, "task"))
+
+    def set_device_peaks(self, device: str, copy_gbps: float, peak_gflops: float, threads: int) -> DevicePeaks:
+        """Keep a device's measured copy bandwidth and peak FLOP/s (a new measurement replaces the old one)."""
+        with self._session(write=True) as s:
+            return device_peaks_record(s.merge(DevicePeakRow(device=device, copy_gbps=copy_gbps,
+                                                             peak_gflops=peak_gflops, threads=threads,
+                                                             measured_at=utcnow())))
+
+    def device_peaks(self, device: str) -> DevicePeaks | None:
+        with self._session() as s:
+            row = s.get(DevicePeakRow, device)
+            return device_peaks_record(row) if row is not None else None
 
     # --- runs ----------------------------------------------------------------------------------------------------
     def set_task_work(self, task_id: int, flops: float | None, min_bytes: int | None,
@@ -261,11 +274,13 @@ class Store:
         with self._session() as s:
             return queries.evaluations_of(s, candidate_id)
 
-    def archive(self, device: str | None = None, exclude_run_id: int | None = None) -> list[ArchiveEntry]:
-        """Every task's fastest correct kernel in the store, on one device name if given, not counting one run's
-        own measurements (a run drawing on the archive should not find itself)."""
+    def archive(self, device: str | None = None, exclude_run_id: int | None = None,
+                backend: str | None = None) -> list[ArchiveEntry]:
+        """Every task's fastest correct kernel in the store, on one device name if given, of one backend if given
+        (a native CPU run is not seeded with Triton kernels, nor the reverse), not counting one run's own
+        measurements (a run drawing on the archive should not find itself)."""
         with self._session() as s:
-            return queries.archive(s, device, exclude_run_id)
+            return queries.archive(s, device, exclude_run_id, backend)
 
     def top_k(self, task_id: int, k: int, device: str | None = None) -> list[ScoredCandidate]:
         """The task's k fastest correct candidates across runs, by speedup, optionally on one device name."""

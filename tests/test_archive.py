@@ -45,7 +45,7 @@ def test_related_tasks_share_ops_or_op_families():
 def _task_with_results(store, name: str, ops: list[str], speedups: list[float], device=H100) -> tuple[int, int]:
     task = store.add_task(make_task(name, body=f"# {name}\n"))
     store.set_task_work(task.id, 0.0, 1000, ops)
-    run = store.create_run(task.id, RunConfig(), {"max_candidates": 9})
+    run = store.create_run(task.id, {"coder": "tune"}, {"max_candidates": 9})
     for i, s in enumerate(speedups):
         cand, _ = store.add_candidate(run.id, task.id, Candidate.from_source(f"k = '{name}{i}'"))
         store.add_result(cand.id, run.id, ok_result(s, device=device))

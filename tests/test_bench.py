@@ -102,7 +102,8 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     db = f"sqlite:///{tmp_path / 'bench.db'}"
     common = ["--db", db, "--runner", "local", "--workers", "2"]
     first = subprocess.run([*OPFORGE, "bench", "--suite", "tiny", "--tasks", "relu", "--budget-per-task", "2",
-                            "--coder", "tune", "--timing-s", "0.2", "--no-archive", "--json", *common],
+                            "--coder", "tune", "--backend", "triton", "--timing-s", "0.2", "--no-archive", "--json",
+                            *common],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
@@ -113,7 +114,7 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     store = get_store(db)
     [run] = store.bench_runs(summary["bench_id"])
     assert run.status == RunStatus.DONE and run.evaluated == 2
-    assert store.get_task(run.task_id).min_bytes == 2 * 256 * 1024 * 4  # relu in and out, fp32
+    assert store.get_task(run.task_id).min_bytes == 2 * 3968 * 2048 * 4  # relu in and out, fp32, its native size
     store.close()
 
     again = subprocess.run([*OPFORGE, "bench", "--resume", str(summary["bench_id"]), "--json", *common],
@@ -128,6 +129,11 @@ def test_bench_on_cpu_runs_every_task_records_work_and_resumes_without_redoing(t
     [row] = json.loads(board.stdout)["rows"]
     assert (row["agent"], row["attempted"], row["correct"]) == ("tune", 1, 1)
     assert row["fast_p"]["0"] == 1.0 and row["device"].startswith("CPU")
+    # The bench measured this CPU's peaks once; interpreted Triton (timed on INTERPRETER_SHAPE) gets no roofline.
+    store = get_store(db)
+    assert store.device_peaks(row["device"]) is not None
+    store.close()
+    assert row["mean_roofline_fraction"] is None and row["tasks"][0]["roofline_fraction"] is None
 
 
 def test_bench_with_the_tuner_on_tasks_without_seeds_records_them_as_failed(tmp_path):

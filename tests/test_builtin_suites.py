@@ -141,7 +141,7 @@ def test_seed_path_finds_each_backends_seed_by_task_name_or_path():
     relu = builtin_task("relu")
     assert seed_path("relu", "triton") == seed_path(relu, "triton") == relu.with_name("relu.seed.py")
     assert seed_path("tiny/relu", "cpp") == seed_path(str(relu), "cpp") == relu.with_name("relu.cpp.py")
-    assert seed_path("relu", "cuda") is None
+    assert seed_path("relu", "cuda") is None  # no built-in CUDA seeds yet
     with pytest.raises(ValueError, match="Unknown backend 'rocm'"):
         seed_path("relu", "rocm")
     with pytest.raises(ValueError, match="no built-in task called 'nosuch'"):

@@ -105,3 +105,15 @@ def test_a_process_that_started_cuda_may_not_fork_workers(monkeypatch: pytest.Mo
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(hardening.ForkSafetyError):
         hardening.assert_fork_safe()
+
+
+def test_the_builders_link_self_test_links_a_shared_library():
+    from evaluator.builder import probe_commands
+    check = probe_commands("check", "nvcc", "g++", ["/torch/lib"])
+    assert len(check) == 1 and not any("-shared" in cmd for stage in check for cmd in stage)
+    link = probe_commands("link", "nvcc", "g++", ["/torch/lib", "/cuda/lib64"])
+    assert len(link) == 2  # compile, then link what was compiled
+    [linker] = link[1]
+    assert linker[:2] == ["g++", "-shared"] and "probe.o" in linker
+    assert {"-L/torch/lib", "-L/cuda/lib64", "-lcudart", "-ltorch", "-lc10"} <= set(linker)
+    assert "-fPIC" in link[0][0]  # an object that can go into a shared library

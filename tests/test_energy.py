@@ -87,3 +87,28 @@ def test_the_other_gpus_load_is_not_metered():
 def test_no_nvml_means_no_figure():
     assert meter_loop(EnergyMeter(None, None), lambda s: 1) is None
     assert EnergyMeter.for_device("cpu").read_j() is None
+
+
+def test_the_idle_power_is_measured_once_a_minute_per_meter():
+    nvml = FakeNvml()
+    meter = EnergyMeter(nvml, "GPU-bbbb-1111")
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        nvml.advance(seconds)
+
+    def run_loop(seconds: float) -> int:
+        nvml.busy_device = 1
+        nvml.advance(seconds)
+        nvml.busy_device = None
+        return 100
+
+    for _ in range(3):
+        figure = meter_loop(meter, run_loop, sleep=sleep, clock=lambda: nvml.now_s)
+        assert figure is not None and figure.energy_j == pytest.approx(2.4, rel=0.01)
+    assert slept == [0.5]
+    nvml.advance(61.0)
+    meter_loop(meter, run_loop, sleep=sleep, clock=lambda: nvml.now_s)
+    assert slept == [0.5, 0.5]
+

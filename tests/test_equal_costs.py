@@ -4,6 +4,7 @@ Both workers run here in-process on the CPU, their guards recording what they ch
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,16 @@ class ScriptedChannel:
 
     def recv(self) -> tuple[dict[str, Any], list[Any]]:
         raise AssertionError("no reply is expected in a batch")
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children_are_not_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker runs inside the test process: processes that earlier tests left running (an evaluator's zygotes)
+    are this process's children, and not the in-process candidate's."""
+    from evaluator import process_tree
+    real = process_tree.live_children
+    before = set(real(os.getpid()))
+    monkeypatch.setattr(process_tree, "live_children", lambda pid: [p for p in real(pid) if p not in before])
 
 
 def _worker(role: str) -> tuple[Worker, RecordingGuards, ScriptedChannel]:

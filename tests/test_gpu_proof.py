@@ -54,7 +54,7 @@ def test_memory_bound_is_decided_by_the_measured_ridge_point():
 def test_a_dry_run_on_cpu_writes_every_part_it_ran(tmp_path):
     out = tmp_path / "proof"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_proof.py"), "--device", "cpu", "--out",
-                           str(out), "--parts", "env,timer,prompt,loop", "--loop-evals", "2", "--timing-s", "0.1"],
+                           str(out), "--parts", "env,warmup,timer,calibration,cap,lock,prompt,loop", "--loop-evals", "2", "--timing-s", "0.1"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((out / "gpu_proof.json").read_text())
@@ -63,8 +63,13 @@ def test_a_dry_run_on_cpu_writes_every_part_it_ran(tmp_path):
     assert all(r["opforge_ms"] > 0 and r["do_bench_ms"] > 0 and r["ncu_ms"] is None for r in data["timer"])
     assert data["loop"][0]["evaluations"] == 2 and data["loop"][0]["by_status"] == {"ok": 2}
     assert data["prompt"]["profile_metrics"] > 0
+    assert data["warmup"]["ok"] and data["warmup"]["tampered_after_first_launch"] is None
+    assert data["calibration"]["empty_call_ms"] >= 0 and data["calibration"]["tiny_kernel_opforge_ms"] > 0
+    assert data["cap"]["ok"] and data["cap"]["honest_status"] == "ok"
+    assert data["lock"]["ok"] and data["lock"]["timed_phases"] >= 2 and data["lock"]["most_at_once"] == 1
     prompt = (out / "judge_prompt.txt").read_text()
     assert "softmax" in prompt and "BATCH = 8" in prompt  # the task at the size it ran, rendered for the judge
     tables = (out / "gpu_proof.md").read_text()
-    assert all(f"### {part}" in tables for part in ("env", "timer", "prompt", "loop"))
+    assert all(f"### {part}" in tables for part in ("env", "warmup", "timer", "calibration", "cap", "lock", "prompt",
+                                                    "loop"))
     assert "### sol" not in tables

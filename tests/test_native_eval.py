@@ -133,3 +133,53 @@ def test_load_c_after_the_import_is_one_readable_sentence(native_cache):
     result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(source), CONFIG)
     assert result.status == Status.RUNTIME_ERROR
     assert "call load_c at module level" in result.reason
+
+
+def test_openmp_settings_are_the_same_for_both_workers(monkeypatch):
+    from evaluator.sandbox import openmp_environment
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert openmp_environment() == {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")
+    import os
+    assert openmp_environment()["OMP_NUM_THREADS"] == str(len(os.sched_getaffinity(0)))
+
+
+OPENMP_THREADS = NATIVE_RELU.replace('#include <stdint.h>', '#include <stdint.h>\n#include <omp.h>\n'
+                                     'int64_t threads(void) { return omp_get_max_threads(); }').replace(
+    'functions=["relu"], flags=["-O2"]', 'functions=["relu", "threads"], flags=["-O2", "-fopenmp"]').replace(
+    "        out = torch.empty_like(x)\n",
+    "        out = torch.empty_like(x)\n        print('THREADS', torch.get_num_threads(), lib.threads(), flush=True)\n")
+
+
+def test_an_openmp_candidate_gets_the_reference_thread_count(native_cache):
+    """PyTorch's intra-op threads (the reference's) and the candidate's OpenMP threads are one number."""
+    result = evaluate(load_task(TESTS / "tasks" / "relu.py"), Candidate.from_source(OPENMP_THREADS), CONFIG)
+    assert result.status == Status.OK, result.reason
+    seen = {tuple(line.split()[1:]) for line in result.log.splitlines() if line.startswith("THREADS")}
+    assert len(seen) == 1 and len({*next(iter(seen))}) == 1, seen
+
+
+def test_the_cli_summary_names_the_backend_and_no_interpreter_for_native_kernels():
+    from evaluator.result import DeviceInfo, Timing
+    from opforge.cli.commands.eval import summary
+    cpu = DeviceInfo(kind="cpu", name="CPU x86_64", interpreted=True)
+    timing = Timing(median_ms=1.0, iqr_ms=0.1, reps=10)
+    native = EvalResult(Status.OK, "correct on every trial", candidate_ms=timing, reference_ms=timing, device=cpu,
+                        backend="cpp")
+    text = summary(native, "gelu.cpp.py", "gelu_tanh")
+    assert "(CPU x86_64)" in text and "Triton interpreter" not in text and "backend        cpp" in text
+    triton = EvalResult(Status.OK, "correct on every trial", device=cpu, backend="triton")
+    assert "Triton interpreter" in summary(triton, "gelu.seed.py", "gelu_tanh")
+
+
+def test_the_ahead_of_time_build_covers_load_c(native_cache, tmp_path):
+    """RayRunner's build task (`prebuild`) records load_c calls in a collecting worker and builds them into the cache,
+    so the evaluation that follows only loads."""
+    from evaluator.build_stage import prebuild
+    task = load_task(TESTS / "tasks" / "relu.py")
+    candidate = Candidate.from_source(NATIVE_RELU)
+    summaries = prebuild(task, candidate, CONFIG, "check", str(tmp_path / "cuda-cache"))
+    assert [(s["kind"], s["verdict"], s["cached"]) for s in summaries] == [("native", "built", False)]
+    result = evaluate(task, candidate, CONFIG)
+    assert result.status == Status.OK, result.reason
+    assert [b["context"] for b in NativeCache(native_cache).compiles()] == ["prebuild"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -13,7 +14,7 @@ from evaluator.config import EvalConfig
 from opforge.errors import UsageError
 from opforge.run.config import LLMSettings, RunConfig, RunConfigError, resolve_backend
 from opforge.run.plan import kernel_backend, plan_run
-from opforge.run.request import RunRequest
+from opforge.run.request import LLMRequest, RunRequest
 from opforge.web.submission import FORM_NAMES
 
 RELU = textwrap.dedent('''\
@@ -84,8 +85,9 @@ def _task_dir(tmp_path: Path, *, triton_seed: bool, native_seed: bool) -> Path:
 
 
 def test_run_config_round_trips_through_json() -> None:
-    config = RunConfig(coder="llm", backend="cpp", eval=EvalConfig(max_timing_s=0.5, trials=2), islands=3, seed=7,
-                       llm=LLMSettings(model="m", judge_model="j", base_url="http://x", prices={"m": (1.0, 2.0)}))
+    config = RunConfig(coder="llm", backend="cuda", eval=EvalConfig(max_timing_s=0.5, trials=2), islands=3, seed=7,
+                       llm=LLMSettings(model="m", judge_model="j", base_url="http://x",
+                                       prices=MappingProxyType({"m": (1.0, 2.0)})))
     assert RunConfig.from_json(config.to_json()) == config
     assert RunConfig.from_json(config.with_archive({"enabled": True, "seeds": []}).to_json()).archive == {
         "enabled": True, "seeds": []}
@@ -172,9 +174,22 @@ def test_numbers_are_checked_once_and_named_as_the_asker_calls_them(tmp_path: Pa
 def test_the_tuner_finds_defines_in_a_c_source_inside_a_python_string() -> None:
     assert describe_tunables(NATIVE_RELU) == {"BLOCK": 4096, "UNROLL": 4}  # WARP_SIZE is a constant, not a knob
     variants = neighbours(NATIVE_RELU)
-    assert variants, "the tuner proposed no neighbour of a native seed kernel"
+    blocks = {describe_tunables(source)["BLOCK"] for source, _ in variants}
+    assert blocks == {2048, 4096, 8192}, "a CPU kernel's BLOCK is not capped at CUDA's 1024 threads per block"
     for source, note in variants:
         assert kernel_backend(source) == "cpp" and source != NATIVE_RELU
         changed = describe_tunables(source)
         assert changed != {"BLOCK": 4096, "UNROLL": 4} and set(changed) == {"BLOCK", "UNROLL"}
         assert "#define WARP_SIZE 32" in source and source.count("#define") == 3
+
+
+def test_the_llm_coder_writes_the_machines_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPFORGE_LLM_BASE_URL", "http://127.0.0.1:9")
+    task = _task_dir(tmp_path, triton_seed=True, native_seed=True)
+    llm = LLMRequest(model="m", from_scratch=True)
+    plan = plan_run(RunRequest(task=str(task), coder="llm", llm=llm), cuda_available=False)
+    assert plan.config.backend == "cpp" and plan.seed is None  # native prompts exist: no interpreter on a CPU
+    plan = plan_run(RunRequest(task=str(task), coder="llm", llm=llm), cuda_available=True)
+    assert plan.config.backend == "triton"
+    plan = plan_run(RunRequest(task=str(task), coder="llm", backend="triton", llm=llm), cuda_available=False)
+    assert plan.config.backend == "triton"

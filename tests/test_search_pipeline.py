@@ -166,3 +166,14 @@ def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_otherwise(s
     plain = outputs[False].splitlines()
     assert "\r" not in outputs[False] and len(plain) == 4  # the start, then one line per result
     assert plain[-1].startswith("run ") and "3/3 evaluated" in plain[-1] and "best" in plain[-1]
+
+
+def test_a_note_is_said_once_above_the_live_line(setup):
+    store, task, seed = setup
+    for tty in (True, False):
+        stream = io.StringIO()
+        printer = ProgressPrinter(stream, tty=tty, note="Triton on a CPU runs under its interpreter.")
+        _search(store, task, seed, Budget(2), on_progress=printer)[0].run()
+        printer.finish()
+        text = stream.getvalue()
+        assert text.count("interpreter") == 1 and text.startswith("opforge: note: Triton on a CPU")

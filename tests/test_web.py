@@ -388,3 +388,18 @@ def test_every_operation_answers_as_its_schema_says(store: Store, mode: str) -> 
             case.call_and_validate(headers=AUTH, excluded_checks=excluded)
 
         call()
+
+
+def test_the_backend_is_chosen_in_the_form_and_shown_with_the_job(client: TestClient, store: Store) -> None:
+    page = client.get("/")
+    assert '<select id="backend" name="backend">' in page.text and '<option value="cpp"' in page.text
+    job = _submit(client, backend="triton")  # the Triton seed kernel, said explicitly
+    run = store.get_run(job["run_id"])
+    assert run.config["backend"] == "triton" and store.get_job(job["job_id"]).config["backend"] == "triton"
+    [listed] = client.get("/api/jobs").json()["jobs"]
+    assert listed["backend"] == "triton"
+    assert '<td>triton</td>' in client.get("/").text
+    auto = _submit(client, priority="1")  # auto follows the uploaded seed kernel: Triton
+    assert store.get_run(auto["run_id"]).config["backend"] == "triton"
+    r = client.post("/api/jobs", files=_files(), data={"backend": "opencl"}, headers=AUTH)
+    assert r.status_code == 422 and _counts(store)[1] == 2

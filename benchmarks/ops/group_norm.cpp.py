@@ -14,7 +14,7 @@ SOURCE = r"""
 void group_norm(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict out,
                 int64_t batch, int64_t channels, int64_t groups, int64_t plane, double eps) {
     int64_t per_group = channels / groups, block = per_group * plane;
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, CHUNK)
     for (int64_t bg = 0; bg < batch * groups; ++bg) {
         const float* restrict src = x + bg * block;
         float* restrict dst = out + bg * block;

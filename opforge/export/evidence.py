@@ -16,6 +16,7 @@ from evaluator.result import EvalResult, Timing
 from opforge import __version__
 from opforge.export.operators import KernelPlan, OperatorPlan
 from opforge.export.selection import Pick
+from opforge.run.config import stored_backend
 from store import CandidateRecord, EvaluationRecord, RunRecord, ScoredCandidate, Store
 
 FORMAT = "opforge-export/1"
@@ -154,8 +155,8 @@ def _step(store: Store, c: CandidateRecord, ev: EvaluationRecord | None) -> dict
 
 def _run_cost(run: RunRecord) -> dict[str, Any]:
     return {"run_id": run.id, "usd": run.cost_usd, "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
-            "evaluation_s": run.worker_s, "wall_s": run.wall_s, "evaluated": run.evaluated,
-            "coder": run.config.get("coder"),
+            "worker_s": run.worker_s, "wall_s": run.wall_s, "evaluated": run.evaluated,
+            "coder": run.config.get("coder"), "backend": stored_backend(run.config),
             "models": {k: v for k, v in dict(run.config.get("llm") or {}).items() if k in ("model", "judge_model")}}
 
 

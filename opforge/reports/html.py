@@ -19,21 +19,25 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from agents.cpu_facts import measured_cpu_roofline
 from opforge.reports import svg_plots
 from opforge.display import format_bytes, format_speedup
 from opforge.reports.leaderboard import FAST_P, LeaderboardRow, leaderboard
+from opforge.reports.roofline import floor_ms, fraction, task_work_of
 from opforge.reports.run_summary import run_report
+from opforge.run.archive import run_backend
 from store import ScoredCandidate, Store
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 CANDIDATE_COLUMNS = ("evaluation_number", "candidate_id", "digest", "created_at", "generation", "island", "origin",
                      "parents", "note", "status", "reason", "speedup", "candidate_ms", "candidate_iqr_ms",
                      "reference_ms", "max_abs_error", "peak_memory_bytes", "reference_peak_memory_bytes", "energy_j",
-                     "reference_energy_j", "device", "evaluated_at", "suspicious")
-TASK_COLUMNS = ("suite", "agent", "device", "bench_id", "task", "run_id", "correct", "speedup", "raw_speedup",
-                "floored", "energy_ratio", "memory_ratio")
-LEADERBOARD_COLUMNS = ("suite", "agent", "device", "bench_id", "attempted", "correct", "correctness_rate",
-                       *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_energy_ratio", "mean_memory_ratio",
+                     "reference_energy_j", "device", "backend", "evaluated_at", "suspicious")
+TASK_COLUMNS = ("suite", "agent", "device", "backend", "bench_id", "task", "run_id", "correct", "speedup",
+                "raw_speedup", "floored", "roofline_fraction", "energy_ratio", "memory_ratio")
+LEADERBOARD_COLUMNS = ("suite", "agent", "device", "backend", "bench_id", "attempted", "correct", "correctness_rate",
+                       *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_roofline_fraction",
+                       "mean_energy_ratio", "mean_memory_ratio",
                        "usd", "tokens", "worker_s", "usd_per_correct", "tokens_per_correct", "worker_minutes_per_correct")
 NO_ENERGY = ("Energy was not measured on {devices}: opforge meters energy from GPU power telemetry, so there is no "
              "speed vs energy chart here.")
@@ -107,6 +111,7 @@ def candidate_rows(history: Sequence[ScoredCandidate]) -> list[dict[str, Any]]:
             "energy_j": None if r is None else _finite(r.energy_j),
             "reference_energy_j": None if r is None else _finite(r.reference_energy_j),
             "device": None if r is None else r.device.label,
+            "backend": None if r is None else r.backend,
             "evaluated_at": None if ev is None else ev.created_at.isoformat(),
             "suspicious": None if r is None else r.suspicious,
         })
@@ -148,6 +153,22 @@ def _run_plots(rows: list[dict[str, Any]], devices: list[str]) -> dict[str, Any]
     return {k: Markup(v) if isinstance(v, str) and k != "pareto_note" else v for k, v in plots.items()}
 
 
+def _kernels(store: Store, report: Any, devices: list[str]) -> dict[str, Any]:
+    """Which kernels the run wrote and where they ran: its backend (as configured, else its best kernel's), the
+    devices of its verdicts, and its best kernel's fraction of the task's roofline bound where that is known."""
+    winner = report.winner
+    result = winner.result if winner is not None else None
+    backend = run_backend(report.run.config) or (result.backend if result is not None else None)
+    bound = fraction_of = None
+    if result is not None and winner.candidate_ms:
+        work = task_work_of(store.get_task(report.run.task_id))
+        cpu = measured_cpu_roofline(store, result.device.name)
+        bound = floor_ms(work, result.device.name, result.backend or backend, cpu)
+        fraction_of = fraction(bound, winner.candidate_ms)
+    return {"backend": backend or "unknown", "devices": devices, "roofline_ms": _finite(bound),
+            "roofline_fraction": _finite(fraction_of)}
+
+
 def run_bundle(store: Store, run_id: int, command: str) -> ReportBundle:
     """Everything about one run; raises StoreError when the store has no such run."""
     report = run_report(store, run_id)
@@ -161,8 +182,10 @@ def run_bundle(store: Store, run_id: int, command: str) -> ReportBundle:
     header = _header(f"run {run_id}: {report.task_name}", f"optimisation run {run_id} of task {report.task_name}",
                      devices, command, store.url)
     summary = report.to_json()
+    kernels = _kernels(store, report, devices)
+    summary["kernels"] = kernels
     html = _ENV.get_template("run.html.j2").render(
-        header=header, report=report, summary=summary, lineage=lineage, candidates=rows,
+        header=header, report=report, summary=summary, lineage=lineage, candidates=rows, kernels=kernels,
         config=json.dumps(summary["config"], sort_keys=True, indent=2),
         plots=_run_plots(rows, devices))
     data = {"kind": "run", **{k: v for k, v in header.items() if k != "title"}, "run": summary, "candidates": rows}
@@ -172,16 +195,18 @@ def run_bundle(store: Store, run_id: int, command: str) -> ReportBundle:
 # --- a suite's leaderboard -------------------------------------------------------------------------------------------
 
 def _label(row: LeaderboardRow, several_devices: bool) -> str:
-    return f"{row.agent} on {row.device}" if several_devices else row.agent
+    return f"{row.agent} ({row.backend}) on {row.device}" if several_devices else row.agent
 
 
 def leaderboard_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         per = r.per_correct()
-        out.append({"suite": r.suite, "agent": r.agent, "device": r.device, "bench_id": r.bench_id,
+        out.append({"suite": r.suite, "agent": r.agent, "device": r.device, "backend": r.backend,
+                    "bench_id": r.bench_id,
                     "attempted": r.attempted, "correct": r.correct, "correctness_rate": r.correctness_rate,
                     **{f"fast_{k}": v for k, v in r.fast_p.items()}, "geomean_speedup": _finite(r.geomean_speedup),
+                    "mean_roofline_fraction": _finite(r.mean_roofline_fraction),
                     "mean_energy_ratio": r.mean_energy_ratio, "mean_memory_ratio": r.mean_memory_ratio,
                     "usd": r.usd, "tokens": r.tokens, "worker_s": r.worker_s, "usd_per_correct": per["usd"],
                     "tokens_per_correct": per["tokens"], "worker_minutes_per_correct": per["worker_minutes"]})
@@ -189,9 +214,10 @@ def leaderboard_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
 
 
 def task_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
-    return [{"suite": r.suite, "agent": r.agent, "device": r.device, "bench_id": r.bench_id, "task": t.task,
-             "run_id": t.run_id, "correct": t.correct, "speedup": _finite(t.speedup),
-             "raw_speedup": _finite(t.raw_speedup), "floored": t.floored, "energy_ratio": t.energy_ratio,
+    return [{"suite": r.suite, "agent": r.agent, "device": r.device, "backend": r.backend, "bench_id": r.bench_id,
+             "task": t.task, "run_id": t.run_id, "correct": t.correct, "speedup": _finite(t.speedup),
+             "raw_speedup": _finite(t.raw_speedup), "floored": t.floored,
+             "roofline_fraction": _finite(t.roofline_fraction), "energy_ratio": t.energy_ratio,
              "memory_ratio": t.memory_ratio} for r in rows for t in r.tasks]
 
 
@@ -224,7 +250,7 @@ def suite_bundle(store: Store, suite: str, command: str) -> ReportBundle | None:
     rows = leaderboard(store, suite)
     if not rows:
         return None
-    several = len({r.device for r in rows}) > 1
+    several = len({(r.device, r.backend) for r in rows}) > 1
     labels = [_label(r, several) for r in rows]
     tasks = list(dict.fromkeys(t.task for r in rows for t in r.tasks))
     devices = _device_list([r.device for r in rows])

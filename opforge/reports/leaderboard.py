@@ -1,6 +1,7 @@
-"""The leaderboard: how good each agent configuration is at writing kernels for a suite, on each device.
+"""The leaderboard: how good each agent configuration is at writing kernels for a suite, on each device and backend.
 
-One row per (agent configuration, device) from the newest bench of that pair on the suite. For every task the bench
+One row per (agent configuration, device, backend) from the newest bench of that triple on the suite: native CPU
+kernels (`cpp`) and GPU kernels (`triton`, `cuda`) never share a row, nor replace each other's. For every task the bench
 attempted, its run's fastest correct kernel counts:
 
 - correctness rate: tasks with a correct kernel / tasks attempted;
@@ -9,6 +10,9 @@ attempted, its run's fastest correct kernel counts:
 - geometric-mean speedup over all attempted tasks, a task without a correct kernel counting 1.0 (the reference is
   kept), and each kernel's time floored at the task's roofline minimum on that device (least bytes at the memory
   bandwidth, least FLOPs at peak throughput), so one impossible time cannot inflate the mean;
+- each kernel's fraction of that roofline (the bound's time / the measured time), and their mean. A GPU's peaks
+  come from its datasheet (`agents/device_facts.py`); a CPU's are measured once per device and kept in the store
+  (`evaluator/cpu_peaks.py`, `Store.device_peaks`); a device with neither has no roofline (`reports/roofline.py`);
 - mean energy and peak memory of the kernels relative to the reference's (where both were measured: on GPUs);
 - dollars, tokens and worker-minutes per correct kernel (all the bench's LLM calls and worker time, divided).
 """
@@ -20,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agents.device_facts import facts_for
+from agents.cpu_facts import measured_cpu_roofline
 from evaluator.result import EvalResult, Status
 from evaluator.task_work import TaskWork
+from opforge.reports.roofline import floor_ms, fraction, task_work_of
 from store import BenchRecord, Store
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
@@ -38,6 +43,8 @@ class TaskScore:
     floored: bool                  # the roofline floor changed this task's time
     energy_ratio: float | None
     memory_ratio: float | None
+    roofline_fraction: float | None = None  # the roofline bound's share of the kernel's time (1.0: at the bound)
+    backend: str | None = None              # of the task's best kernel
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,9 @@ class LeaderboardRow:
     tokens: int
     worker_s: float
     archive: bool = False           # the bench could draw on earlier runs' kernels
+    backend: str = "triton"         # triton | cuda | cpp: the kernels the bench was asked for (or, for older benches,
+                                    # the most common backend of its tasks' best kernels)
+    mean_roofline_fraction: float | None = None
     tasks: tuple[TaskScore, ...] = field(default=(), repr=False)
 
     @property
@@ -80,24 +90,29 @@ def _device_of(results: Sequence[EvalResult]) -> str:
     return max(set(names), key=names.count) if names else "unknown"
 
 
-def _floor_ms(work: TaskWork | None, device: str) -> float | None:
-    if work is None:
-        return None
-    facts = facts_for(device, None)
-    return work.roofline_ms(facts.memory_bandwidth_gbps, facts.peak_tflops)
+def _backend_of(bench: BenchRecord, best: Sequence[EvalResult | None]) -> str:
+    """The bench's backend: as configured, else (older benches) the most common among its tasks' best kernels."""
+    configured = bench.config.get("backend")
+    if configured:
+        return str(configured)
+    named = [r.backend for r in best if r is not None and r.backend]
+    return max(set(named), key=named.count) if named else "triton"
 
 
-def _score(task: str, run_id: int, best: EvalResult | None, floor_ms: float | None) -> TaskScore:
+def _score(task: str, run_id: int, best: EvalResult | None, bound_ms: float | None) -> TaskScore:
     if best is None or best.speedup is None or best.candidate_ms is None or best.reference_ms is None:
         return TaskScore(task, run_id, False, None, None, False, None, None)
     t = best.candidate_ms.median_ms
-    floored = floor_ms is not None and t < floor_ms
-    speedup = best.reference_ms.median_ms / (floor_ms if floored else t)
+    if best.device.kind == "cpu" and best.backend == "triton":
+        bound_ms = None  # interpreted, and timed on the task's INTERPRETER_SHAPE: not the size its work was counted at
+    floored = bound_ms is not None and t < bound_ms
+    speedup = best.reference_ms.median_ms / (bound_ms if floored else t)
     energy = (best.energy_j / best.reference_energy_j
               if best.energy_j is not None and best.reference_energy_j else None)
     memory = (best.peak_memory_bytes / best.reference_peak_memory_bytes
               if best.peak_memory_bytes is not None and best.reference_peak_memory_bytes else None)
-    return TaskScore(task, run_id, True, speedup, best.speedup, floored, energy, memory)
+    return TaskScore(task, run_id, True, speedup, best.speedup, floored, energy, memory,
+                     roofline_fraction=fraction(bound_ms, t), backend=best.backend)
 
 
 def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
@@ -112,32 +127,37 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
         results += history
         correct = [r for r in history if r.status == Status.OK and r.speedup is not None]
         best = max(correct, key=lambda r: r.speedup or 0.0, default=None)
-        work = TaskWork(task.flops, task.min_bytes) if task.flops is not None and task.min_bytes is not None else None
+        work = task_work_of(task)
         scored.append((task.name, run.id, best, work))
         usd += run.cost_usd
         tokens += run.tokens_in + run.tokens_out
         worker_s += run.worker_s
     device = _device_of(results)
-    tasks = tuple(_score(name, run_id, best, _floor_ms(work, device)) for name, run_id, best, work in scored)
+    backend = _backend_of(bench, [best for _, _, best, _ in scored])
+    cpu = measured_cpu_roofline(store, device)
+    tasks = tuple(_score(name, run_id, best, floor_ms(work, device, best.backend if best else backend, cpu))
+                  for name, run_id, best, work in scored)
     n = len(tasks)
     ok = [t for t in tasks if t.correct]
     fast = {f"{p:g}": (sum(1 for t in ok if (t.speedup or 0.0) > p) / n if n else 0.0) for p in FAST_P}
     geomean = math.exp(sum(math.log(t.speedup) if t.correct and t.speedup else 0.0 for t in tasks) / n) if n else None
     energies = [t.energy_ratio for t in ok if t.energy_ratio is not None]
     memories = [t.memory_ratio for t in ok if t.memory_ratio is not None]
+    fractions = [t.roofline_fraction for t in ok if t.roofline_fraction is not None]
     return LeaderboardRow(agent=bench.agent, device=device, suite=bench.suite, bench_id=bench.id, attempted=n,
                           correct=len(ok), fast_p=fast, geomean_speedup=geomean,
                           mean_energy_ratio=sum(energies) / len(energies) if energies else None,
                           mean_memory_ratio=sum(memories) / len(memories) if memories else None,
                           usd=usd, tokens=tokens, worker_s=worker_s, archive=bool(bench.config.get("use_archive")),
+                          backend=backend, mean_roofline_fraction=sum(fractions) / len(fractions) if fractions else None,
                           tasks=tasks)
 
 
 def leaderboard(store: Store, suite: str | None = None) -> list[LeaderboardRow]:
-    """The newest bench of each (suite, agent, device), best geometric-mean speedup first."""
-    newest: dict[tuple[str, str, str], LeaderboardRow] = {}
+    """The newest bench of each (suite, agent, device, backend), best geometric-mean speedup first."""
+    newest: dict[tuple[str, str, str, str], LeaderboardRow] = {}
     for bench in store.list_benches(suite):
         row = bench_row(store, bench)
         if row.attempted:
-            newest[(row.suite, row.agent, row.device)] = row  # benches come oldest first
+            newest[(row.suite, row.agent, row.device, row.backend)] = row  # benches come oldest first
     return sorted(newest.values(), key=lambda r: (r.suite, -(r.geomean_speedup or 0.0), -r.correct))

@@ -94,10 +94,20 @@ class Offer:
                 + [{**imported(t, c), "similarity": round(s, 3)} for t, c, s in self.imported_inspirations]}
 
 
-def find(store: Store, task: TaskRecord, device: str | None = None) -> Offer:
+def run_backend(config: Any) -> str | None:
+    """The backend a run's kernels are written in, from its configuration (typed, or the stored mapping, where
+    older versions named it in the LLM settings); None where it does not say."""
+    if not isinstance(config, Mapping):
+        return getattr(config, "backend", None)
+    llm = config.get("llm")
+    return config.get("backend") or (llm.get("backend") if isinstance(llm, Mapping) else None)
+
+
+def find(store: Store, task: TaskRecord, device: str | None = None, backend: str | None = None) -> Offer:
     """What the archive holds for this task: its own earlier kernels, and kernels of the most related tasks (those on
-    `device` preferred)."""
-    entries = store.archive()
+    `device` preferred); only kernels of `backend` when given, so a native CPU run is not seeded with interpreted
+    Triton kernels, nor a GPU run with C ones (`opforge.run.translation` offers those to the coder instead)."""
+    entries = store.archive(backend=backend)
     seeds = sorted((e for e in entries if e.task.id == task.id), key=lambda e: -(e.speedup or 0.0))[:MAX_SEEDS]
     related: list[tuple[ArchiveEntry, float]] = []
     if task.ops:

@@ -23,6 +23,7 @@ from evaluator.pool import Runner
 from opforge.display import format_speedup
 from opforge.run.config import RunConfig, RunConfigError, resolve_backend
 from opforge.run.launch import search_for_run
+from opforge.run.peaks import ensure_cpu_peaks
 from opforge.run.plan import builtin_seed
 from opforge.run.search import Budget, Progress, SearchError, ensure_task_work, start_run
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
@@ -171,6 +172,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
     printer = BenchPrinter(bench.id, states, stream)
     share = max(1, runner.capacity // max(1, parallel))
     store.set_bench_status(bench.id, RunStatus.RUNNING)
+    ensure_cpu_peaks(store, config.get("device"))  # the roofline of kernels timed on this CPU, once per device
 
     def one(t: BenchTask, state: TaskState) -> None:
         try:

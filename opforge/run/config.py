@@ -17,6 +17,7 @@ from evaluator.config import EvalConfig
 BACKENDS = ("triton", "cuda", "cpp")           # what a run's kernels are written in (docs/DESIGN.md)
 BACKEND_CHOICES = ("auto", *BACKENDS)           # auto: triton where a CUDA device is present, else cpp
 CODERS = ("tune", "llm")
+LLM_BACKENDS = ("triton", "cuda", "cpp")       # what the LLM coder's prompts can ask for (prompts/, agents/cpu_facts.py)
 _NO_ARCHIVE: Mapping[str, Any] = MappingProxyType({"enabled": False})
 
 
@@ -55,7 +56,7 @@ class LLMSettings:
     from_scratch: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["prices"] = {k: list(v) for k, v in self.prices.items()}
         return out
 
@@ -87,6 +88,9 @@ class RunConfig:
             raise RunConfigError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
         if self.coder == "llm" and self.llm is None:
             raise RunConfigError("the LLM coder needs its settings (model, endpoint)")
+        if self.coder == "llm" and self.backend not in LLM_BACKENDS:
+            raise RunConfigError(f"the LLM coder writes {' or '.join(LLM_BACKENDS)} kernels, not {self.backend}; use "
+                                 "the tuner (--coder tune) with a native seed kernel")
 
     def with_archive(self, offer: Mapping[str, Any]) -> "RunConfig":
         return replace(self, archive=MappingProxyType(dict(offer)))

@@ -32,7 +32,9 @@ from typing import TextIO
 
 from evaluator import Task
 from evaluator.pool import Runner
+from opforge.run.config import stored_backend
 from opforge.run.launch import search_for_run
+from opforge.run.plan import backend_note
 from opforge.run.progress import last_text, progress_line
 from opforge.run.search import Progress, RunOutcome
 from store import JobRecord, JobState, RunRecord, RunStatus, Store, StoreError
@@ -178,6 +180,8 @@ class Worker:
             again = ", resuming its run" if job.attempts > 1 else ""
             self.log(f"job {job.id}: claimed (attempt {job.attempts}{again}): run {run.id} on {task.name}, "
                      f"{run.evaluated}/{run.budget.get('max_candidates')} evaluated")
+            if note := backend_note(stored_backend(run.config)):
+                self.log(f"job {job.id}: note: {note}")
             outcome = self._search(job, run, task, lease)
         except KeyboardInterrupt:
             lease.close()

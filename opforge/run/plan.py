@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import builtin_task, list_suites, seed_for
+from benchmarks import builtin_task, list_suites, seed_path
+from benchmarks.suite import SEED_SUFFIXES
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
-from opforge.run.config import RunConfig, resolve_backend
+from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request
 from opforge.run.search import Budget, start_run
@@ -22,7 +23,6 @@ from store import JobRecord, RunStatus, Store
 
 DEFAULT_BUDGET = 20
 DEFAULT_TIMING_S = 1.0
-SEED_SUFFIXES = {"triton": ".seed.py", "cpp": ".cpp.py", "cuda": ".cuda.py"}  # beside the task NAME.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +67,22 @@ def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
     """The backend asked for; `auto` follows the starting kernel where one is given (its source says what it is
     written in), else the machine: Triton where a CUDA device is present, native CPU kernels (`cpp`) elsewhere. A
     built-in task that has no native seed kernel yet keeps its Triton one on a CPU (interpreted) for the tuner."""
+    name = {**CLI_NAMES, **names}.__getitem__
     try:
-        default = resolve_backend(request.backend, cuda)
+        backend = resolve_backend(request.backend, cuda)
     except ValueError as exc:
-        raise UsageError(f"{({**CLI_NAMES, **names})['backend']}: {exc}.") from None
-    if request.backend != "auto":
-        return default
+        raise UsageError(f"{name('backend')}: {exc}.") from None
+    if request.backend == "auto":
+        backend = _auto_backend(request, task, backend, coder)
+    if coder == "llm" and backend not in LLM_BACKENDS:
+        if request.backend == "auto":
+            return "triton"
+        raise UsageError(f"The LLM coder writes {' or '.join(LLM_BACKENDS)} kernels, not {backend}; use the tuner "
+                         f"({name('coder')} tune) with a native seed kernel.")
+    return backend
+
+
+def _auto_backend(request: RunRequest, task: Task, default: str, coder: str) -> str:
     if request.seed_kernel:
         try:
             source = Path(request.seed_kernel).read_text(encoding="utf-8")
@@ -142,10 +152,7 @@ def _names_a_file(name: str) -> bool:
 def builtin_seed(task_path: Path, backend: str) -> Path | None:
     """The built-in starting kernel for `backend` beside the task: NAME.seed.py (Triton), NAME.cpp.py (native CPU),
     NAME.cuda.py; None where there is none."""
-    if backend == "triton":
-        return seed_for(task_path)
-    path = task_path.with_name(task_path.stem + SEED_SUFFIXES.get(backend, f".{backend}.py"))
-    return path if path.is_file() else None
+    return seed_path(Path(task_path), backend)
 
 
 def resolve_seed(seed_path: str | None, task: Task, backend: str = "triton", required: bool = True,

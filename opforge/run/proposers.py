@@ -14,7 +14,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from agents.agent import Agent, AgentCall
+from agents.cpu_facts import CpuFacts, local_cpu_facts, measured_cpu_roofline
 from agents.device_facts import local_device_facts
+from agents.prompting import DeviceFacts
 from agents.judge import Judge
 from agents.llm_client import LLMError, OpenAIClient
 from agents.llm_coder import LLMCoder
@@ -26,6 +28,9 @@ from opforge.errors import UsageError
 from opforge.run.config import LLMSettings, RunConfig
 from opforge.run.proposals import Proposing
 from opforge.run.request import CLI_NAMES, LLMRequest
+from opforge.run.translation import translation_sources
+from evaluator.task import Task
+from evaluator.task_work import TaskWork
 from store import RunRecord, Store
 
 TUNER_OVERSAMPLE = 4  # the tuner is free: ask it for extra neighbours, some are known already
@@ -132,13 +137,42 @@ def make_proposer(store: Store, run: RunRecord, config: RunConfig, llm_base_url:
                                   max_in_flight=concurrency, prices=prices)
             return Agent(client, model, temperature=temperature, max_tokens=max_tokens, spend=spend, on_call=record)
 
-        device = local_device_facts(config.eval.device)
+        device = agent_device_facts(store, config.backend, config.eval.device)
         coder = LLMCoder(agent(llm.model, CODER_TEMPERATURE, CODER_MAX_TOKENS), device, config.backend)
         judge = None
         if llm.judge_model:
-            judge = Judge(agent(llm.judge_model, JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS), device)
+            judge = Judge(agent(llm.judge_model, JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS), device, config.backend,
+                          roofline_ms=task_roofline(store, run.task_id, device))
     except LLMError as exc:
         raise UsageError(str(exc)) from None
     settings = LoopSettings(review=llm.review, tune_per_request=llm.tune_per_request)
-    proposer = LLMProposer(coder, judge, spend, settings, seed=seed)
+    translations = translation_sources(store, run.task_id, config.backend, config.archive)
+    proposer = LLMProposer(coder, judge, spend, settings, seed=seed, translations=translations)
     return Proposing(proposer, oversample=1, extra_per_request=settings.tune_per_request, spend=spend)
+
+
+def agent_device_facts(store: Store, backend: str, device: str) -> DeviceFacts | CpuFacts:
+    """What the agents are told about the machine: the CPU's facts for native kernels, else the GPU's."""
+    if backend == "cpp":
+        from evaluator.device import device_info
+        return local_cpu_facts(measured_cpu_roofline(store, device_info("cpu").name))
+    return local_device_facts(device)
+
+
+def task_roofline(store: Store, task_id: int, device: DeviceFacts | CpuFacts) -> Callable[[Task], float | None]:
+    """The least time one call of the run's task can take on this device (None where the task's work or the device's
+    peaks are unknown): the judge shows a kernel's fraction of it."""
+    if isinstance(device, CpuFacts):
+        bandwidth, peak_tflops = device.copy_bandwidth_gbps, device.peak_gflops and device.peak_gflops / 1e3
+    else:
+        bandwidth, peak_tflops = device.memory_bandwidth_gbps, device.peak_tflops
+
+    def roofline_ms(_task: Task) -> float | None:
+        if not (bandwidth or peak_tflops):
+            return None
+        record = store.get_task(task_id)
+        if record.flops is None or record.min_bytes is None:
+            return None
+        return TaskWork(record.flops, record.min_bytes).roofline_ms(bandwidth, peak_tflops)
+
+    return roofline_ms

@@ -103,7 +103,7 @@ def start_run(store: Store, task: Task, seed: Candidate | None, config: RunConfi
     offer = None
     if use_archive:
         task_record = ensure_task_work(store, task_record, task)
-        offer = archive.find(store, task_record, device)
+        offer = archive.find(store, task_record, device, backend=archive.run_backend(config))
     seeds = _fit_budget(([seed] if seed is not None else []) + (archive.seed_candidates(offer) if offer else []),
                         budget.max_candidates)
     if offer is not None:

@@ -85,8 +85,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary(r: EvalResult, candidate_name: str, task_name: str) -> str:
-    lines = [f"{r.status.value.upper():<14} {candidate_name} on task {task_name} ({r.device.label})",
+    # "(Triton interpreter)" only where Triton kernels ran: a native candidate on the same CPU runs natively.
+    device = r.device.name if r.backend not in (None, "triton") else r.device.label
+    lines = [f"{r.status.value.upper():<14} {candidate_name} on task {task_name} ({device})",
              f"  reason         {r.reason}"]
+    if r.backend is not None:
+        lines.append(f"  backend        {r.backend}")
     if r.speedup is not None and r.candidate_ms and r.reference_ms:
         flag = "  (suspicious: re-measured)" if r.suspicious else ""
         lines.append(f"  speedup        {format_speedup(r.speedup)}{flag}")

@@ -1,4 +1,4 @@
-"""Whose fault is a reference failure that happens after the candidate loaded?
+"""GPU memory in a verdict: whose fault a reference failure is once the candidate has loaded, and the peak reported.
 
 On a GPU the two workers share the device: a candidate that holds the device's memory (or leaves it in a bad state)
 makes the trusted reference fail, which would otherwise read as a task error and stop the whole run. So the failing
@@ -37,3 +37,13 @@ def blame_reference_failure(connect: Callable[[], WorkerConnection], task: Task,
     return EvalResult(Status.RUNTIME_ERROR, "the reference failed while the candidate was loaded and succeeds alone "
                                             f"(the candidate holds the device's memory or state?): {reason}",
                       device=dev)
+
+
+def steady_peak(peaks: list[tuple[Any, Any]]) -> tuple[int | None, int | None]:
+    """Peak memory of a steady call, (candidate, reference): the largest of the plain trials after the first (the
+    first call also holds Triton's JIT, autotuning buffers and cuBLAS's workspace); the first where it is the only."""
+    steady = peaks[1:] or peaks
+    def largest(values: list[Any]) -> int | None:
+        known = [int(v) for v in values if v is not None]
+        return max(known) if known else None
+    return largest([c for c, _ in steady]), largest([r for _, r in steady])

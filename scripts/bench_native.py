@@ -1,0 +1,248 @@
+"""The built-in suites' native C seeds against eager PyTorch and torch.compile, and against this CPU's roofline.
+
+For every built-in task (or those named): the reference `Model` eagerly, `torch.compile(Model)` (Inductor's C++
+backend; its compile time is not counted) and the native seed `NAME.cpp.py`, timed side by side in one process,
+interleaved round by round at the task's own (native-scale) benchmark shape, medians reported. Each seed's output is
+checked against the reference first (the task's tolerance). The roofline is the task's least work
+(`evaluator/task_work.py`: bytes moved once, FLOPs from PyTorch's counter) at this CPU's measured copy bandwidth and
+peak FP32 FLOP/s (`evaluator/cpu_peaks.py`). Build time per seed is the cold build of its `load_c` call in an empty
+cache.
+
+    .venv/bin/python scripts/bench_native.py                         # every built-in task
+    .venv/bin/python scripts/bench_native.py --tasks relu,softmax --no-compile
+    .venv/bin/python scripts/bench_native.py --tuner tiny --budget 6 # also the tuner over a suite, via `opforge bench`
+
+Prints a Markdown section (command, date, machine, tables, geometric means) for docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from benchmarks import builtin_task, seed_path, suite_tasks  # noqa: E402
+from evaluator import load_task  # noqa: E402
+from evaluator.cpu_peaks import CpuPeaks, measure_cpu_peaks  # noqa: E402
+from evaluator.native_build import CACHE_ENV  # noqa: E402
+from evaluator.task_work import task_work  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    task: str
+    correct: bool
+    eager_ms: float
+    compiled_ms: float | None
+    native_ms: float
+    build_s: float
+    roofline_ms: float | None
+    memory_bound: bool
+
+    @property
+    def over_eager(self) -> float:
+        return self.eager_ms / self.native_ms
+
+    @property
+    def over_compiled(self) -> float | None:
+        return self.compiled_ms / self.native_ms if self.compiled_ms else None
+
+    @property
+    def fraction(self) -> float | None:
+        return self.roofline_ms / self.native_ms if self.roofline_ms else None
+
+
+def _module(path: Path, name: str):  # noqa: ANN202 - a module
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _outputs(value) -> list[torch.Tensor]:  # noqa: ANN001
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _close(out, ref, tol: dict) -> bool:  # noqa: ANN001
+    outs, refs = _outputs(out), _outputs(ref)
+    return len(outs) == len(refs) and all(
+        a.shape == b.shape and a.dtype == b.dtype
+        and (torch.allclose(a, b, **tol) if b.is_floating_point() else torch.equal(a, b))
+        for a, b in zip(outs, refs))
+
+
+def _interleaved_ms(calls: dict[str, object], budget_s: float, min_rounds: int = 5) -> dict[str, float]:
+    """Median ms per call of each callable, timed round by round (one call of each per round) until the budget."""
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < min_rounds or time.perf_counter() - start < budget_s:
+        for key, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            times[key].append((time.perf_counter() - t0) * 1e3)
+        rounds += 1
+        if rounds >= 200:
+            break
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def measure_task(task_path: Path, peaks: CpuPeaks, compile_too: bool, budget_s: float) -> Row:
+    task = _module(task_path, f"task_{task_path.stem}")
+    tol = {"atol": 1e-4, "rtol": 1e-4, **(getattr(task, "TOLERANCE", None) or {})}
+    start = time.perf_counter()
+    seed = _module(seed_path(task_path, "cpp"), f"seed_{task_path.stem}")  # load_c builds here (cold cache)
+    build_s = time.perf_counter() - start
+    init = task.get_init_inputs()
+    torch.manual_seed(0)
+    model = task.Model(*init).eval()
+    torch.manual_seed(0)
+    native = seed.ModelNew(*init)
+    native.load_state_dict(model.state_dict())
+    torch.manual_seed(1)
+    inputs = task.get_inputs()
+    calls: dict[str, object] = {}
+    with torch.no_grad():
+        correct = _close(native(*inputs), model(*inputs), tol)
+        calls = {"eager": lambda: model(*inputs), "native": lambda: native(*inputs)}
+        if compile_too:
+            compiled = torch.compile(model)
+            compiled(*inputs)  # compile outside the timing
+            compiled(*inputs)
+            calls["compiled"] = lambda: compiled(*inputs)
+        ms = _interleaved_ms(calls, budget_s)
+    work = task_work(load_task(task_path))
+    roofline_ms = mem_ms = None
+    if work is not None:
+        mem_ms = work.min_bytes / (peaks.copy_gbps * 1e9) * 1e3
+        roofline_ms = work.roofline_ms(peaks.copy_gbps, peaks.peak_gflops / 1e3)
+    return Row(f"{task_path.parent.name}/{task_path.stem}", correct, ms["eager"], ms.get("compiled"), ms["native"],
+               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0))
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def run_tuner(suite: str, budget: int, timing_s: float) -> dict:
+    """`opforge bench` with the offline tuner and the native seeds over a suite; its summary and wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "opforge", "bench", "--suite", suite, "--backend", "cpp",
+                               "--coder", "tune", "--budget-per-task", str(budget), "--timing-s", str(timing_s),
+                               "--runner", "local", "--no-archive", "--json", "--db", db],
+                              capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        wall_s = time.perf_counter() - start
+        if proc.returncode != 0:
+            return {"error": proc.stderr[-2000:], "wall_s": wall_s}
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        board = subprocess.run([sys.executable, "-m", "opforge", "leaderboard", "--suite", suite, "--json",
+                                "--db", db], capture_output=True, text=True, cwd=ROOT,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+        rows = json.loads(board.stdout)["rows"] if board.returncode == 0 else []
+        return {"summary": summary, "wall_s": wall_s, "leaderboard": rows[0] if rows else None}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} CPUs ({torch.get_num_threads()} PyTorch/OpenMP threads), no GPU; Python "
+            f"{platform.python_version()}, torch {torch.__version__}")
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", help="comma-separated built-in task names (default: every built-in task)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per task (default 2 s)")
+    parser.add_argument("--tuner", metavar="SUITE", help="also run the offline tuner over SUITE via opforge bench")
+    parser.add_argument("--budget", type=int, default=6, help="candidates per task for --tuner (default 6)")
+    parser.add_argument("--timing-s", type=float, default=0.5, help="--timing-s for --tuner (default 0.5)")
+    args = parser.parse_args()
+    paths = [builtin_task(n.strip()) for n in args.tasks.split(",")] if args.tasks else suite_tasks("all")
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="native-cold-")  # every seed's build is a cold one
+    peaks = measure_cpu_peaks()
+    rows = []
+    for path in paths:
+        row = measure_task(path, peaks, not args.no_compile, args.budget_s)
+        rows.append(row)
+        print(f"  {row.task}: {_x(row.over_eager)} over eager, {_x(row.over_compiled)} over compile", file=sys.stderr)
+    tuner = run_tuner(args.tuner, args.budget, args.timing_s) if args.tuner else None
+
+    print(f"Command: `{' '.join(shlex.quote(a) for a in ['.venv/bin/python', *sys.argv])}`  ")
+    print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC  ")
+    print(f"Machine: {machine()}  ")
+    print(f"Measured peaks: copy {peaks.copy_gbps:.1f} GB/s, FP32 FMA {peaks.peak_gflops:.0f} GFLOP/s "
+          f"({peaks.threads} threads)  ")
+    print()
+    print("| task | correct | eager ms | compile ms | native ms | over eager | over compile | bound | roofline |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        frac = "-" if r.fraction is None else f"{r.fraction:.0%}"
+        comp = "-" if r.compiled_ms is None else f"{r.compiled_ms:.2f}"
+        print(f"| {r.task} | {'yes' if r.correct else 'NO'} | {r.eager_ms:.2f} | {comp} | {r.native_ms:.2f} | "
+              f"{_x(r.over_eager)} | {_x(r.over_compiled)} | {'memory' if r.memory_bound else 'compute'} | {frac} |")
+    memory = [r for r in rows if r.memory_bound and r.fraction is not None]
+    print()
+    print(f"- geometric mean over eager: {_x(geomean([r.over_eager for r in rows]))} ({len(rows)} tasks); "
+          f"over torch.compile: {_x(geomean([r.over_compiled for r in rows if r.over_compiled]))}")
+    for suite in sorted({r.task.split('/')[0] for r in rows}):
+        part = [r for r in rows if r.task.startswith(suite + "/")]
+        print(f"- {suite}: {_x(geomean([r.over_eager for r in part]))} over eager, "
+              f"{_x(geomean([r.over_compiled for r in part if r.over_compiled]))} over torch.compile")
+    if memory:
+        print(f"- memory-bound tasks: median {statistics.median(r.fraction for r in memory):.0%} of the measured copy "
+              f"bandwidth's bound; {sum(r.fraction >= 0.7 for r in memory)} of {len(memory)} at 70% or more")
+    print(f"- build time per seed (cold, gcc): median {statistics.median(r.build_s for r in rows):.2f} s, "
+          f"max {max(r.build_s for r in rows):.2f} s")
+    if tuner is not None:
+        print()
+        if "error" in tuner:
+            print(f"Tuner over {args.tuner} failed after {tuner['wall_s']:.0f} s:\n```\n{tuner['error']}\n```")
+        else:
+            done = sum(t["evaluated"] for t in tuner["summary"]["tasks"])
+            board = tuner["leaderboard"] or {}
+            print(f"Tuner (`opforge bench --suite {args.tuner} --backend cpp --coder tune --budget-per-task "
+                  f"{args.budget} --timing-s {args.timing_s:g} --runner local`): {done} evaluations in "
+                  f"{tuner['wall_s']:.0f} s = {60 * done / tuner['wall_s']:.1f} evaluations/min; leaderboard "
+                  f"geomean {_x(board.get('geomean_speedup'))} over eager, mean roofline fraction "
+                  f"{'-' if board.get('mean_roofline_fraction') is None else format(board['mean_roofline_fraction'], '.0%')}")
+            print()
+            print("| task | evaluated | best speedup over eager |")
+            print("|---|---|---|")
+            for t in tuner["summary"]["tasks"]:
+                print(f"| {t['task']} | {t['evaluated']} | {_x(t.get('best_speedup'))} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
