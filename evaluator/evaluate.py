@@ -38,6 +38,7 @@ from evaluator.sandbox import SandboxError, Zygote
 from evaluator.task import Task, TaskError
 
 CPU_TIME_SLACK_S = 60
+OUTER_ROUNDS = 3  # re-measures by the driver's clock before a >suspicious_speedup claim is refused
 META_NOTE = "shapes only: the degenerate-task checks need real values (run without --meta; the CPU by default)"
 
 
@@ -215,7 +216,8 @@ class LocalEvaluator:
             return backend_of(kernels or {}, cuda_sources=has_cuda_sources(candidate.source), device_kind=kind,
                               allow_torch=cfg.allow_torch)
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
-        load_candidate(cand, {**load, "candidate_source": candidate.source, "require_kernels": not cfg.allow_torch}, cfg.compile_timeout_s,
+        load_candidate(cand, {**load, "candidate_source": candidate.source, "require_kernels": not cfg.allow_torch},
+                       cfg.compile_timeout_s,
                        "importing and compiling the candidate", builds)
         progress["load"] = load
 
@@ -291,12 +293,17 @@ class LocalEvaluator:
         speedup = m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
         if speedup > cfg.suspicious_speedup:
             suspicious = True
-            with self._timed(kind, "the driver's clock check"):
-                outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
-                outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
-            outer_speedup = outer_ref / max(outer_cand, 1e-6)
             # The driver's clock also sees costs outside the worker's timer (garbage collection, launch queues), so
             # only a claim four times above what it can confirm is refused: forged timings claim orders of magnitude.
+            # Its noise on small tasks can miss an honest claim, so a miss is re-measured (up to three rounds): any
+            # round that confirms is enough; a forged claim fails all of them.
+            for _ in range(OUTER_ROUNDS):
+                with self._timed(kind, "the driver's clock check"):
+                    outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
+                    outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
+                outer_speedup = max(outer_speedup, outer_ref / max(outer_cand, 1e-6))
+                if outer_speedup * 4 >= speedup:
+                    break
             if outer_speedup * 4 < speedup:
                 return EvalResult(Status.REJECTED, f"a {speedup:.1f}x speedup by the worker's timer is only "
                                                    f"{outer_speedup:.1f}x by the driver's own clock (timer tampering?)",

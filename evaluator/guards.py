@@ -38,7 +38,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
                     "evaluator.wire", "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
-                    "triton.runtime.autotuner", "evaluator.observer",
+                    "triton.runtime.autotuner", "evaluator.observer", "evaluator.call_watch",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
@@ -66,6 +66,7 @@ class Guards:
         self.ledger = kernel_stores.StoreLedger()  # the bytes Triton kernels stored (interpreter only)
         self.stores_accounted = False  # True once the interpreter's stores go through the ledger
         self.notes: set[str] = set()  # facts for the verdict (interpreter_gaps: autotune ran one config)
+        self.host_exports = [0]  # elements moved from tensors to the host (call_watch.install_host_export_counter)
         self.thread_starts = [0]  # Python threads started since the worker began (install_thread_counter)
         self.launches: dict[str, int] = {}  # a plain dict: a builtin's methods cannot be patched (Counter's can)
         # namespace label -> (module or class, its names, their values): held, so compared by identity
@@ -130,22 +131,6 @@ class Guards:
             if _dispatch_digest(name) != digest:
                 return f"the kernels of {name}"
         return None
-
-    # -- threads --------------------------------------------------------------------------------------------------
-    def install_thread_counter(self) -> None:
-        """Count every Python thread started: work in a thread joined before the call returns leaves the thread
-        count unchanged, and PyTorch's profiler (the observer) sees one thread only, so a call may start none."""
-        import threading
-        starts = self.thread_starts
-        real = _thread.start_new_thread
-
-        def start_new_thread(*args: Any, **kwargs: Any) -> Any:
-            starts[0] += 1
-            return real(*args, **kwargs)
-
-        _thread.start_new_thread = start_new_thread
-        if getattr(threading, "_start_new_thread", None) is real:
-            threading._start_new_thread = start_new_thread  # type: ignore[attr-defined] # private, 3.11's name
 
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:
@@ -242,19 +227,6 @@ class Guards:
             raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}): the sources do not compile"))
         raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}) could not be built ({verdict})"))
 
-    def unwritten_output(self, outputs: list[Any], kernels: dict[str, int]) -> str | None:
-        """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
-        that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
-        write outside the ledger, so a call that used one is not judged here."""
-        if not self.stores_accounted or any(not k.startswith("triton:") for k in kernels):
-            return None
-        for i, out in enumerate(outputs):
-            if self.exact_type(out) is self.tensor_type and out.device.type == "cpu":
-                missing = self.ledger.uncovered(out)
-                if missing:
-                    return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "
-                            "(computed outside the launched kernels)")
-        return None
 
     def launches_since(self, before: dict[str, int]) -> dict[str, int]:
         """Launches per kernel since `before` (a copy of `launches` taken earlier)."""

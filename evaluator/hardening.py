@@ -11,7 +11,7 @@ from __future__ import annotations
 import resource
 from dataclasses import dataclass
 
-from evaluator import device_warmup, interpreter_gaps, process_tree
+from evaluator import call_watch, device_warmup, interpreter_gaps, process_tree
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -73,7 +73,8 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         process_tree.drop_capabilities()
     device_warmup.warm_up(device)
     guards.install_launch_counters(cuda_available=device == "cuda")
-    guards.install_thread_counter()
+    call_watch.install_thread_counter(guards.thread_starts)
+    call_watch.install_host_export_counter(guards.host_exports)
     interpreter_gaps.install(guards.notes)  # under the CPU interpreter: autotune runs one config
     if role != "candidate":
         return

@@ -13,15 +13,12 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
 
-from evaluator import interpreter_gaps, process_tree, timing, torch_profile
+from evaluator import call_watch, interpreter_gaps, process_tree, timing, torch_profile
 from evaluator.guards import Guards, OpTrace, same_bits
-from evaluator.kernel_stores import CopyGrants
-from evaluator.observer import CallObserver
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
@@ -374,49 +371,17 @@ class Worker:
                 self.models[variant] = model.to(self.rt.device)
         return self.models[variant]
 
-    @contextlib.contextmanager
-    def _watched(self, observe: bool, seen: dict[str, Any]) -> Iterator[None]:
-        """Around one call of the candidate: the thread starts it makes; with `observe`, what PyTorch computed (the
-        profiler); under the interpreter, the ledger of the bytes kernels store and the grants for PyTorch's copies
-        of them. Under the interpreter every call is watched alike, checked or timed, so none can be told apart."""
-        guards = self.guards
+    def _watched(self, observe: bool, seen: dict[str, Any]) -> contextlib.AbstractContextManager:
+        """See `call_watch.watched` (the candidate, unless --allow-torch)."""
         if not (self.enforce and self.require_kernels):
-            yield
-            return
-        starts0 = guards.thread_starts[0]
-        observer = CallObserver() if observe else None
-        with contextlib.ExitStack() as stack:
-            if guards.stores_accounted:
-                guards.ledger.begin()
-                stack.callback(guards.ledger.end)
-            if observer is not None:
-                stack.enter_context(observer)
-            if guards.stores_accounted:
-                stack.enter_context(CopyGrants(guards.ledger))
-            yield
-        seen["threads"] = guards.thread_starts[0] - starts0
-        seen["observer"] = observer
+            return contextlib.nullcontext()
+        return call_watch.watched(self.guards, observe, seen)
 
     def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
                       inputs: list[Any]) -> str | None:
-        """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
-        outputs whose bytes no kernel stored."""
         if not (self.enforce and self.require_kernels):
             return None
-        if seen.get("threads"):
-            return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
-                    "harness's sight)")
-        observer = seen.get("observer")
-        if observer is not None:
-            ops = observer.compute_at_scale(outputs, inputs)
-            if ops is None:
-                return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
-            if ops:
-                none = "" if any(kernels.values()) else " (it launched no custom kernel; PyTorch-only candidates need " \
-                    "--allow-torch)"
-                return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
-                        f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels{none}")
-        return self.guards.unwritten_output(outputs, kernels)
+        return call_watch.problem(self.guards, outputs, kernels, seen, inputs)
 
     def _clone(self, t: torch.Tensor) -> torch.Tensor:
         return self.guards.clone(t).detach()

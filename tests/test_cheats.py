@@ -12,8 +12,9 @@ Every file in tests/cheats is a candidate with a comment header (one space after
     # canary-process: marker          optional: argv[0] of processes it spawns; none may outlive the evaluation
     # slow: true                      optional: marks the test slow (it waits for a timeout or builds CUDA code)
 
-Honest candidates in tests/honest use the same header; `expect-without-gpu` gives the status where CUDA is missing, and
-`max-abs-error` a bound on the reported error. Every evaluation runs with fake API keys in the environment, which must
+Honest candidates in tests/honest use the same header; `expect-without-gpu` gives the status where CUDA is missing (for
+a cheat: where the CPU interpreter's watch of every call leaves it no way to tell checked calls from timed ones, so it
+runs its kernel on every call and is timed honestly), and `max-abs-error` a bound on the reported error. Every evaluation runs with fake API keys in the environment, which must
 never appear in the result.
 """
 
@@ -280,7 +281,8 @@ def test_cheat_is_refused(header: Header, monkeypatch: pytest.MonkeyPatch):
         result = _evaluate(header, "cuda" if header.gpu else "cpu", monkeypatch)
         damage = canaries.damage()
     assert not damage, f"{label}: the candidate did damage: {'; '.join(damage)} (verdict {_describe(result)})"
-    expected = header.statuses()
+    expected = header.statuses() if header.gpu or HAS_CUDA else (
+        header.statuses("expect-without-gpu") or header.statuses())
     assert result.status in expected, (
         f"{label} ({header.one('why')}): expected {'|'.join(sorted(expected))}, got {_describe(result)}"
     )

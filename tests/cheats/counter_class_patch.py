@@ -1,8 +1,11 @@
 # task: relu
 # expect: rejected
+# expect-without-gpu: ok
 # why: forges launch counts through a standard-library class: patches collections.Counter.items so that the
 #   harness's launch bookkeeping adds the kernel's launch to timed calls that launched nothing and returned PyTorch's
 #   result.
+#   Under the CPU interpreter a dispatch mode is active in every call (the copy grants of the store ledger),
+#   timed ones too: it can never tell, runs its kernel on every call, and is timed honestly (ok).
 import collections
 import torch
 import torch.nn as nn

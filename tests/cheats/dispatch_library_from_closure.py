@@ -1,8 +1,11 @@
 # task: relu
 # expect: rejected
+# expect-without-gpu: ok
 # why: takes the real torch._C._dispatch_library out of the dispatch guard's closure, registers a CPU kernel for
 #   aten::clone at the start of each untimed-looking call and removes it inside the clone it serves, so the whole
 #   table is back to its snapshot whenever the worker compares it.
+#   Under the CPU interpreter a dispatch mode is active in every call (the copy grants of the store ledger),
+#   timed ones too: it can never tell, runs its kernel on every call, and is timed honestly (ok).
 import torch
 import torch.nn as nn
 import triton

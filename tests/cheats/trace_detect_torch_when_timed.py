@@ -1,8 +1,11 @@
 # task: relu
 # expect: rejected
+# expect-without-gpu: ok
 # why: tells checked calls from timed ones by the op trace that is active only while results are checked (a torch
 #   private API, no frames): checked calls run its Triton kernel, timed calls plain PyTorch, so the time reported is
 #   PyTorch's and the kernel's own is never measured.
+#   Under the CPU interpreter a dispatch mode is active in every call (the copy grants of the store ledger),
+#   timed ones too: it can never tell, runs its kernel on every call, and is timed honestly (ok).
 import torch
 import torch.nn as nn
 import triton
