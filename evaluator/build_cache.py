@@ -96,6 +96,26 @@ class Verdict:
     cached: bool = False  # answered from the cache: no compiler ran for this request
 
 
+@contextlib.contextmanager
+def key_lock(path: Path, deadline: float, poll_s: float) -> Iterator[bool]:
+    """One build of a key at a time across processes (an flock on the key's lock file); yields False where another
+    build still holds it at `deadline` (time.monotonic()). Shared by the CUDA and the native build caches."""
+    with open(path, "a") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(poll_s)
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 class BuildCache:
     def __init__(self, root: Path):
         self.root = root
@@ -176,22 +196,8 @@ class BuildCache:
         return verdict
 
     # -- internals --------------------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _lock(self, key: str, deadline: float) -> Iterator[bool]:
-        with open(self.base / "locks" / f"{key}.lock", "a") as f:
-            while True:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        yield False
-                        return
-                    time.sleep(0.2)
-            try:
-                yield True
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def _lock(self, key: str, deadline: float) -> contextlib.AbstractContextManager[bool]:
+        return key_lock(self.base / "locks" / f"{key}.lock", deadline, poll_s=0.2)
 
     def _note(self, key: str, spec: BuildSpec, verdict: Verdict, context: str, started: float, finished: float) -> None:
         line = json.dumps({"key": key, "name": spec.name, "verdict": verdict.status, "context": context,

@@ -15,7 +15,6 @@ sha256(spec digest, compiler and its version, build format):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -28,8 +27,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
+from evaluator.build_cache import key_lock
 from evaluator.native_spec import NativeSpec
 
 BUILD_FORMAT = 1
@@ -206,22 +206,8 @@ class NativeCache:
         return outcome
 
     # -- internals --------------------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _lock(self, key: str, deadline: float) -> Iterator[bool]:
-        with open(self.base / "locks" / f"{key}.lock", "a") as f:
-            while True:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        yield False
-                        return
-                    time.sleep(0.05)
-            try:
-                yield True
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def _lock(self, key: str, deadline: float) -> contextlib.AbstractContextManager[bool]:
+        return key_lock(self.base / "locks" / f"{key}.lock", deadline, poll_s=0.05)
 
     def _note(self, key: str, spec: NativeSpec, status: str, context: str, started: float, finished: float) -> None:
         line = json.dumps({"key": key, "name": spec.name, "status": status, "context": context, "pid": os.getpid(),
