@@ -110,17 +110,20 @@ class LocalEvaluator:
             self._zygotes.clear()
 
     # -- task check -----------------------------------------------------------------------------------------------
-    def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0) -> TaskReport:
+    def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0,
+                   interpreter_shape: bool = False) -> TaskReport:
         """Load the task in the trusted reference worker and run it once per shape variant; on a real device, also
         run the degenerate-task check on the benchmark shape (a second seed, each input redrawn alone, another init
         seed: 2 + one run per input). On the meta device (shapes only), a task that needs real values (`.item()`,
-        data-dependent shapes) is run on the CPU instead, still shapes only."""
+        data-dependent shapes) is run on the CPU instead, still shapes only. With `interpreter_shape`, the benchmark
+        shape is the task's INTERPRETER_SHAPE where it has one: the shapes a Triton kernel on a CPU was checked at."""
         if device == "meta":
             try:
-                report = self._check_task(task, "meta", timeout_s, probe=False)
+                report = self._check_task(task, "meta", timeout_s, probe=False, interpreter_shape=interpreter_shape)
             except TaskError as meta_error:
                 try:
-                    report = self._check_task(task, "cpu", timeout_s, probe=False)
+                    report = self._check_task(task, "cpu", timeout_s, probe=False,
+                                              interpreter_shape=interpreter_shape)
                 except TaskError as cpu_error:
                     on_cpu = str(cpu_error).removeprefix(f"{task.label}: ")
                     if on_cpu in str(meta_error):
@@ -130,13 +133,15 @@ class LocalEvaluator:
             return dataclasses.replace(report, notes=report.notes + (META_NOTE,))
         return self._check_task(task, device, timeout_s, probe=True)
 
-    def _check_task(self, task: Task, device: str, timeout_s: float, probe: bool) -> TaskReport:
+    def _check_task(self, task: Task, device: str, timeout_s: float, probe: bool,
+                    interpreter_shape: bool = False) -> TaskReport:
         kind = device if device == "meta" else resolve_device(device)
         nonce = secrets.token_hex(16)
         conn = self._connect("cpu" if kind == "meta" else kind, "reference", nonce, EvalConfig(), task)
         try:
             reply, _ = conn.request({"cmd": "load", "task_source": task.source, "task_name": task.name,
-                                     "device": kind, "init_seeds": [fresh_seed()] * 64}, timeout_s, "loading")
+                                     "device": kind, "init_seeds": [fresh_seed()] * 64,
+                                     "interpreter_shape": interpreter_shape}, timeout_s, "loading")
             n = int(reply["variants"])
             inputs, outputs, ops = [], [], set()
             base_seed, base = fresh_seed(), list[Any]()

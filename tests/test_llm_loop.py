@@ -55,7 +55,7 @@ def optimize(server: FakeLLMServer, db: str, tmp_path: Path, *extra: str) -> sub
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps(PRICES))
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPFORGE_LLM_API_KEY")}
-    return subprocess.run([*OPFORGE, "optimize", str(TASK), "--coder", "llm", "--model", "fake-coder",
+    return subprocess.run([*OPFORGE, "optimize", str(TASK), "--coder", "llm", "--backend", "triton", "--model", "fake-coder",
                            "--judge-model", "fake-judge", "--llm-base-url", server.base_url, "--prices", str(prices),
                            "--from-scratch", "--tune-per-request", "0", "--timing-s", "0.2", "--runner", "local",
                            "--workers", "2", "--db", db, "--json", *extra],

@@ -113,10 +113,17 @@ def _plan(name: str, cls: str, picks: list[Pick]) -> OperatorPlan:
                         outputs=outputs, tuple_output=fwd.tuple_return or outputs > 1, report=report,
                         tolerance=_tolerance(task.source, report))
     buckets = _buckets(report, kinds)
+    interpreted: list[list[dict[str, Any]]] | None = None  # the sizes a Triton kernel on a CPU was checked at
     for pick in sorted(picks, key=lambda p: -p.speedup):
         info = kernel_info(pick.candidate.source)
+        proven = buckets
+        verdict = pick.evaluation.result
+        if verdict.device.kind == "cpu" and verdict.backend in (None, "triton"):  # checked in Triton's interpreter
+            if interpreted is None:
+                interpreted = _buckets(default_evaluator().check_task(task.task, "meta", interpreter_shape=True), kinds)
+            proven = interpreted
         plan.kernels.append(KernelPlan(id=f"{name}_{pick.candidate.digest[:12]}", pick=pick, language=info.language,
-                                       launches=info.launches, traceable=info.traceable, buckets=buckets))
+                                       launches=info.launches, traceable=info.traceable, buckets=proven))
     return plan
 
 
