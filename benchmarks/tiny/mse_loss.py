@@ -21,7 +21,11 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(BATCH, DIM), torch.rand(BATCH, DIM) * 2.0]
+    # Targets near the predictions, with a random error scale per row, as in a regression: over millions of
+    # independent values the mean of squared differences is otherwise nearly one constant for every seed, and a
+    # kernel could ignore the targets (or return a stored number) and still pass.
+    predictions = torch.randn(BATCH, DIM)
+    return [predictions, predictions + torch.rand(BATCH, 1) * torch.randn(BATCH, DIM)]
 
 
 def get_init_inputs():
