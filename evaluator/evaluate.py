@@ -26,7 +26,7 @@ from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import compare
-from evaluator.degeneracy import Probes, describe_facts, judge
+from evaluator.degenerate_probes import probe_task
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
@@ -157,7 +157,7 @@ class LocalEvaluator:
             report = TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
             if not probe or kind == "meta":
                 return report
-            findings, notes = _degenerate_check(conn, timeout_s, base_seed, base, inputs[0], reply.get("tolerance"))
+            findings, notes = probe_task(conn, timeout_s, base_seed, base, inputs[0], reply.get("tolerance"))
             return dataclasses.replace(report, degenerate=tuple(findings), notes=tuple(notes), degenerate_checked=True)
         except Refused as exc:
             raise TaskError(f"{task.label}: {exc.reason}") from None
@@ -356,34 +356,6 @@ class LocalEvaluator:
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
             conn.close()
-
-
-def _degenerate_check(conn: WorkerConnection, timeout_s: float, seed: int, base: list[Any],
-                      inputs: tuple[dict[str, Any], ...], tolerance: dict[str, float] | None) -> tuple[list, list]:
-    """The probe runs of the degenerate-task check on the benchmark shape; `degeneracy.judge` decides."""
-    run = {"cmd": "run", "variant": 0, "seed": seed}
-    _, other_seed = conn.request({**run, "seed": fresh_seed()}, timeout_s, "running the task on a second seed")
-    by_input, notes, fresh = {}, [], fresh_seed()
-    other_weights, facts = None, describe_facts({})
-    try:
-        for i, d in enumerate(inputs):
-            if "shape" not in d:
-                notes.append(f"input {i} is a plain value ({d.get('value')}), not a tensor; its influence is not "
-                             "checked")
-                continue
-            r, out = conn.request({**run, "fresh_input": i, "fresh_seed": fresh}, timeout_s, f"redrawing input {i}")
-            if (r.get("probe") or {}).get("input_changed"):
-                by_input[i] = out
-            else:
-                notes.append(f"input {i} ({d['dtype']}) is the same for every seed (a constant such as a mask or an "
-                             "index); its influence is not checked")
-        r, other_weights = conn.request({**run, "init_seed": fresh_seed()}, timeout_s, "running with other weights")
-        facts = describe_facts(r.get("probe") or {})
-    except TaskError as exc:  # redrawn values the task cannot take: what was measured so far still counts
-        reason = str(exc).removeprefix(f"{conn.task_label}: ")
-        notes.append(f"a probe of the degenerate-task check failed, so the checks after it were skipped: {reason}")
-    findings, more = judge(Probes(base, other_seed, by_input, other_weights, facts), tolerance)
-    return findings, notes + more
 
 
 def _refuse_pytorch_only(trial: int, launches: int, reference_ops: set[str]) -> None:
