@@ -16,29 +16,18 @@ import random
 import sys
 import time
 import types
-from collections import Counter
 from typing import Any, Callable
 
 import torch
 import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed on import; import it before any snapshot
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from evaluator import audit_hook, kernel_stores
-
-# Ops that move, view or allocate memory but compute nothing; a candidate may call these freely.
-LAYOUT_OPS = frozenset("""
-empty empty_like empty_strided zeros zeros_like ones ones_like full full_like new_empty new_zeros new_ones new_full
-new_empty_strided copy_ clone contiguous view reshape _unsafe_view expand as_strided t transpose permute squeeze
-unsqueeze select slice detach alias lift_fresh _to_copy to resize_ set_ fill_ zero_ split split_with_sizes chunk unbind
-_local_scalar_dense lift view_as unfold flatten unflatten narrow movedim numpy_T _reshape_alias item is_nonzero
-arange scalar_tensor
-""".split())
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
                     "evaluator.wire", "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
-                    "triton.runtime.autotuner", "evaluator.observer", "evaluator.call_watch",
+                    "triton.runtime.autotuner", "evaluator.observer", "evaluator.op_trace", "evaluator.call_watch",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
@@ -390,20 +379,3 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         if a.numel() == 0:
             return True
         return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
-
-
-class OpTrace(TorchDispatchMode):
-    """Records the compute ops (not layout or allocation ops) that PyTorch runs while active."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types_: Any, args: Any = (), kwargs: Any = None) -> Any:
-        name = func.overloadpacket.__name__.rstrip("_") if func.overloadpacket.__name__ != "copy_" else "copy_"
-        namespace = getattr(func, "namespace", "aten")
-        if namespace != "aten":  # a candidate's own operator (myops::relu) is not PyTorch's relu
-            name = f"{namespace}::{name}"
-        if name not in LAYOUT_OPS and func.overloadpacket.__name__ not in LAYOUT_OPS:
-            self.ops[name] += 1
-        return func(*args, **(kwargs or {}))

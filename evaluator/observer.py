@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from evaluator.guards import LAYOUT_OPS
+from evaluator.op_trace import LAYOUT_OPS
 
 MARKER = "opforge::call"
 _profile = torch.autograd.profiler.profile

@@ -57,7 +57,7 @@ def _count(source: str, name: str, device: str) -> TaskWork:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from evaluator.guards import OpTrace
+    from evaluator.op_trace import OpTrace
     from evaluator.task_runtime import TaskRuntime, as_outputs, describe
 
     runtime = TaskRuntime(source, name, device)

@@ -18,7 +18,8 @@ from typing import Any, cast
 import torch
 
 from evaluator import call_watch, interpreter_gaps, process_tree, timing, torch_profile
-from evaluator.guards import Guards, OpTrace, same_bits
+from evaluator.guards import Guards, same_bits
+from evaluator.op_trace import OpTrace
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
