@@ -18,7 +18,6 @@ hidden from the candidate sandbox. Misses are built by `builder.py` (compilers o
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -36,6 +35,7 @@ from typing import Any, Iterator
 
 from evaluator import builder, cuda_build
 from evaluator.cuda_build import BuildSpec
+from evaluator.native_build import key_lock
 
 BUILD_FORMAT = 1
 CACHE_ENV = "OPFORGE_CUDA_BUILD_CACHE"
@@ -94,26 +94,6 @@ class Verdict:
     log: str = ""
     artifact: Path | None = None
     cached: bool = False  # answered from the cache: no compiler ran for this request
-
-
-@contextlib.contextmanager
-def key_lock(path: Path, deadline: float, poll_s: float) -> Iterator[bool]:
-    """One build of a key at a time across processes (an flock on the key's lock file); yields False where another
-    build still holds it at `deadline` (time.monotonic()). Shared by the CUDA and the native build caches."""
-    with open(path, "a") as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    yield False
-                    return
-                time.sleep(poll_s)
-        try:
-            yield True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class BuildCache:

@@ -15,6 +15,7 @@ sha256(spec digest, compiler and its version, build format):
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -27,9 +28,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from evaluator.build_cache import key_lock
 from evaluator.native_spec import NativeSpec
 
 BUILD_FORMAT = 1
@@ -125,6 +125,27 @@ def compile_library(spec: NativeSpec, workdir: Path, timeout_s: float = COMPILE_
         text = out.decode("utf-8", "replace").replace(f"{workdir}/", "").replace(str(workdir), ".")
         raise NativeBuildError(f"load_c({spec.name!r}): the sources do not compile:\n{text[-LOG_LIMIT_CHARS:]}")
     return workdir / output
+
+
+@contextlib.contextmanager
+def key_lock(path: Path, deadline: float, poll_s: float) -> Iterator[bool]:
+    """One build of a key at a time across processes (an flock on the key's lock file); yields False where another
+    build still holds it at `deadline` (time.monotonic()). Shared by the native and the CUDA build caches (this module is vendored into exported packages: it imports
+    nothing of opforge's)."""
+    with open(path, "a") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(poll_s)
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class NativeCache:
