@@ -24,10 +24,10 @@ from typing import Any, Callable
 
 import torch
 
-from evaluator.native_build import NativeBuildError, NativeCache, cache_root, entry_key
+from evaluator.native_build import CompilerMissing, NativeBuildError, NativeCache, cache_root, compiler, entry_key
 from evaluator.native_spec import TYPES, NativeSpec, Prototype, PrototypeError
 
-__all__ = ["load_c", "NativeBuildError", "PrototypeError"]
+__all__ = ["load_c", "CompilerMissing", "NativeBuildError", "PrototypeError"]
 
 # Set by the evaluator's candidate worker only (`serve`): the build stage's answer to a spec (the library's bytes;
 # None while the driver only collects the builds), and the worker's launch counters.
@@ -45,7 +45,8 @@ def load_c(name: str, sources: str | list[str], functions: str | list[str], flag
     """Builds C (C11) or C++ (C++17, functions `extern "C"`) sources into a shared library and binds `functions`.
 
     Raises TypeError/ValueError (one sentence) for a bad call, a refused flag or an unreadable prototype, and
-    NativeBuildError with the compiler's log when the sources do not compile."""
+    NativeBuildError with the compiler's log when the sources do not compile (CompilerMissing, one sentence, when no
+    compiler is installed)."""
     spec = NativeSpec.from_call(name, sources, functions, flags, language)
     prototypes = spec.prototypes()
     with _loading:
@@ -61,6 +62,8 @@ def load_c(name: str, sources: str | list[str], functions: str | list[str], flag
             return _loaded[key]
         cache = NativeCache(cache_root())
         outcome = cache.get_or_build(spec)
+        if outcome.status == "unavailable" and compiler(spec.language) is None:
+            raise CompilerMissing(spec.name, spec.language)
         if outcome.status != "built":
             raise NativeBuildError(outcome.log or f"load_c({spec.name!r}): the build {outcome.status}")
         path = cache.library_path(key)

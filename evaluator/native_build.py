@@ -19,6 +19,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -28,9 +29,10 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from evaluator.native_spec import NativeSpec
+if TYPE_CHECKING:  # torch-free at run time: a driver computes the cache's path before it imports torch
+    from evaluator.native_spec import NativeSpec
 
 BUILD_FORMAT = 1
 CACHE_ENV = "OPFORGE_NATIVE_BUILD_CACHE"
@@ -38,9 +40,25 @@ COMPILE_TIMEOUT_S = 120
 LOG_LIMIT_CHARS = 6000
 STORED = ("built", "compile_error")
 
+log = logging.getLogger(__name__)
+
 
 class NativeBuildError(RuntimeError):
     """The sources did not compile (the message holds the compiler's log), or no compiler could run."""
+
+
+class CompilerMissing(NativeBuildError):
+    """No compiler for the sources' language is installed: one sentence naming it and what to install."""
+
+    def __init__(self, name: str, language: str) -> None:
+        self.name, self.language = name, language
+        if language == "c":
+            what, looked, variable, apt, dnf = "C", "$CC, gcc and cc", "CC", "gcc", "gcc"
+        else:
+            what, looked, variable, apt, dnf = "C++", "$CXX, g++ and c++", "CXX", "g++", "gcc-c++"
+        self.reason = (f"no {what} compiler was found (looked for {looked}); install one (e.g. `apt install {apt}` or "
+                       f"`dnf install {dnf}`) or set {variable} to a compiler's path")
+        super().__init__(f"load_c({name!r}): {self.reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +80,15 @@ def cache_root() -> Path:
     return Path(base, "opforge", "native-builds").resolve()
 
 
+def open_cache() -> NativeCache | None:
+    """The per-user native build cache; None where it cannot be created (builds then stay uncached)."""
+    try:
+        return NativeCache(cache_root())
+    except OSError as exc:
+        log.warning("the native build cache %s cannot be used (%s); native builds are not cached", cache_root(), exc)
+        return None
+
+
 def compiler(language: str) -> str | None:
     names = (os.environ.get("CXX", ""), "g++", "c++") if language == "c++" else (os.environ.get("CC", ""), "gcc", "cc")
     return next((found for n in names if n and (found := shutil.which(n))), None)
@@ -80,14 +107,22 @@ def compiler_version(exe: str) -> str:
 def entry_key(spec: NativeSpec) -> str:
     exe = compiler(spec.language) or "none"
     toolchain = {"format": BUILD_FORMAT, "compiler": compiler_version(exe) if exe != "none" else exe,
-                 "recipe": command(spec, "CC", ["SOURCES"], "OUTPUT")}  # default flags changed: another build
+                 "recipe": commands(spec, "CC", ["SOURCES"], "OUTPUT")}  # default flags changed: another build
     return hashlib.sha256(json.dumps({"spec": spec.digest, "toolchain": toolchain}, sort_keys=True).encode()).hexdigest()
 
 
-def command(spec: NativeSpec, exe: str, sources: Sequence[str], output: str) -> list[str]:
-    """The compiler's command line: the spec's flags (an allow-list), a default standard (C11 or C++17 with GNU
-    extensions, so M_PI and POSIX names are declared, as gcc does by default) and -O2 where it names none,
-    a position-independent shared library, no undefined symbols left (a clear error now, not at load), -lm."""
+# The only spec flag the link step takes. -ffast-math and -Ofast there make gcc (12 and older) and clang link
+# crtfastmath.o into a shared library, whose constructor sets the x86 FTZ/DAZ bits of the loading process: every
+# later float computation in that process (PyTorch's, a test runner's, an exported package's user's) would flush
+# subnormals to zero. They stay compile flags only.
+_LINK_FLAGS = ("-fopenmp",)
+
+
+def commands(spec: NativeSpec, exe: str, sources: Sequence[str], output: str) -> list[list[str]]:
+    """The compiler's two command lines. Compiling: the spec's flags (an allow-list), a default standard (C11 or
+    C++17 with GNU extensions, so M_PI and POSIX names are declared, as gcc does by default) and -O2 where it names
+    none, position-independent objects. Linking: a shared library with no undefined symbols left (a clear error now,
+    not at load), -lm, OpenMP where asked, and never the fast-math start file (see _LINK_FLAGS)."""
     flags = list(spec.flags)
     defaults = ["-std=gnu11" if spec.language == "c" else "-std=gnu++17"] if not any(
         f.startswith("-std=") for f in flags) else []
@@ -95,7 +130,10 @@ def command(spec: NativeSpec, exe: str, sources: Sequence[str], output: str) -> 
         defaults.append("-O2")
     if spec.language == "c++":
         defaults.append("-Drestrict=__restrict__")  # C's `restrict` keyword, so one kernel text compiles as both
-    return [exe, *defaults, *flags, "-shared", "-fPIC", "-Wl,--no-undefined", "-o", output, *sources, "-lm"]
+    objects = [f"{Path(name).stem}.o" for name in sources]
+    link = [f for f in flags if f in _LINK_FLAGS]
+    return [[exe, *defaults, *flags, "-fPIC", "-c", *sources],
+            [exe, *link, "-shared", "-Wl,--no-undefined", "-o", output, *objects, "-lm"]]
 
 
 def compile_library(spec: NativeSpec, workdir: Path, timeout_s: float = COMPILE_TIMEOUT_S,
@@ -104,27 +142,36 @@ def compile_library(spec: NativeSpec, workdir: Path, timeout_s: float = COMPILE_
     NativeBuildError (the compiler's log) or subprocess.TimeoutExpired."""
     exe = exe or compiler(spec.language)
     if exe is None:
-        raise NativeBuildError(f"load_c({spec.name!r}): no {spec.language} compiler (gcc/g++) is installed here")
+        raise CompilerMissing(spec.name, spec.language)
     suffix = ".c" if spec.language == "c" else ".cpp"
     names = []
     for i, text in enumerate(spec.sources):
         names.append(f"{spec.name}_{i}{suffix}")
         (workdir / names[-1]).write_text(text)
     output = f"lib{spec.name}.so"
-    proc = subprocess.Popen([*prefix, *command(spec, exe, names, output)], cwd=workdir, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    for line in commands(spec, exe, names, output):
+        returncode, out = _run_compiler([*prefix, *line], workdir, env, deadline)
+        if returncode != 0:
+            text = out.decode("utf-8", "replace").replace(f"{workdir}/", "").replace(str(workdir), ".")
+            raise NativeBuildError(f"load_c({spec.name!r}): the sources do not compile:\n{text[-LOG_LIMIT_CHARS:]}")
+    if not (workdir / output).is_file():
+        raise NativeBuildError(f"load_c({spec.name!r}): the compiler wrote no library")
+    return workdir / output
+
+
+def _run_compiler(line: list[str], workdir: Path, env: dict[str, str] | None, deadline: float) -> tuple[int, bytes]:
+    """One compiler command in its own session; raises subprocess.TimeoutExpired past the build's deadline."""
+    proc = subprocess.Popen(line, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
+        out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # the driver and its cc1/as/ld children
         proc.communicate()
         raise
-    if proc.returncode != 0 or not (workdir / output).is_file():
-        text = out.decode("utf-8", "replace").replace(f"{workdir}/", "").replace(str(workdir), ".")
-        raise NativeBuildError(f"load_c({spec.name!r}): the sources do not compile:\n{text[-LOG_LIMIT_CHARS:]}")
-    return workdir / output
+    return proc.returncode, out
 
 
 @contextlib.contextmanager

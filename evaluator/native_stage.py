@@ -22,19 +22,11 @@ from typing import Any
 import torch
 
 from evaluator import builder
-from evaluator.native_build import NativeCache, Outcome, build_once, cache_root, compiler, entry_key
+from evaluator.commands import Built
+from evaluator.native_build import NativeCache, Outcome, build_once, compiler, entry_key, open_cache
 from evaluator.native_spec import NativeSpec
 
 log = logging.getLogger(__name__)
-
-
-def open_cache() -> NativeCache | None:
-    """The per-user native build cache; None where it cannot be created (builds then stay uncached)."""
-    try:
-        return NativeCache(cache_root())
-    except OSError as exc:
-        log.warning("the native build cache %s cannot be used (%s); native builds are not cached", cache_root(), exc)
-        return None
 
 
 def builder_env(work: Path) -> dict[str, str]:
@@ -83,20 +75,18 @@ class NativeServer:
         self.outcomes: list[Outcome] = []
         self._cache: NativeCache | None | bool = False  # opened on the first request
 
-    def answer(self, raw_spec: Any, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def answer(self, raw_spec: Any, timeout_s: float) -> tuple[Built, list[torch.Tensor]]:
         try:
             spec = NativeSpec.from_json(raw_spec)
         except ValueError as exc:
-            return {"cmd": "built", "verdict": "refused", "log": str(exc)}, []
+            return Built("refused", str(exc)), []
         if self._cache is False:
             self._cache = open_cache()
         outcome = self._build(spec, timeout_s)
         self.outcomes.append(outcome)
         if outcome.status == "unavailable":
-            return {"cmd": "built", "verdict": "refused", "log": f"load_c({spec.name!r}) cannot be built here: "
-                                                                 f"{outcome.log}"}, []
-        header = {"cmd": "built", "verdict": outcome.status, "log": outcome.log, "key": outcome.key,
-                  "cached": outcome.cached}
+            return Built("refused", f"load_c({spec.name!r}) cannot be built here: {outcome.log}"), []
+        header = Built(outcome.status, outcome.log, outcome.key, outcome.cached)
         blobs: list[torch.Tensor] = []
         if outcome.status == "built" and not self.collecting:
             blobs = [torch.frombuffer(bytearray(outcome.library), dtype=torch.uint8)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from evaluator import native
-from evaluator.native import NativeBuildError, load_c
+from evaluator.native import CompilerMissing, NativeBuildError, load_c
 from evaluator.native_build import NativeCache, cache_root
 from evaluator.native_spec import NativeSpec, PrototypeError
 
@@ -129,6 +129,20 @@ def test_compile_errors_carry_the_log():
     assert "undefined_name" in str(info.value)
 
 
+def test_without_a_compiler_load_c_names_the_compiler_and_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-compilers-here"))
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(CompilerMissing) as info:
+        load_c("scale", SCALE, ["scale"])
+    assert str(info.value) == ("load_c('scale'): no C compiler was found (looked for $CC, gcc and cc); install one "
+                               "(e.g. `apt install gcc` or `dnf install gcc`) or set CC to a compiler's path")
+    monkeypatch.setenv("CXX", str(tmp_path / "missing-g++"))  # named but absent: still none
+    with pytest.raises(CompilerMissing, match=r"no C\+\+ compiler .*apt install g\+\+"):
+        load_c("scale", 'extern "C" void f(float* x) { x[0] = 1; }', ["f"], language="c++")
+    assert isinstance(info.value, NativeBuildError)  # callers catching build errors still catch it
+
+
 def test_a_cache_hit_does_not_recompile(private_cache, monkeypatch):
     load_c("scale", SCALE, ["scale"], flags=["-O3"])
     cache = NativeCache(cache_root())
@@ -181,3 +195,22 @@ def test_served_builds_and_counted_launches(monkeypatch):
     lib.scale(x, y, 4.0, 2)
     assert asked == ["scale"] and launches == {"cpp:scale": 1} and y.tolist() == [4.0, 4.0]
     assert not NativeCache(cache_root()).compiles()
+
+
+@pytest.mark.parametrize("flags", [["-O3", "-ffast-math"], ["-Ofast", "-fopenmp"]])
+def test_a_fast_math_library_leaves_the_loading_process_floats_alone(tmp_path, flags):
+    """gcc 12 links crtfastmath.o into a -ffast-math shared library; its constructor sets FTZ/DAZ for the whole
+    process that loads it (a test runner, a user of an exported package). The library is still compiled with the
+    flag, but loading it must not flush the process's subnormals to zero. Loaded in a child: a regression here
+    would otherwise change every later float in this test process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from evaluator.native_build import compile_library
+    path = compile_library(NativeSpec.from_call("fm", SCALE, ["scale"], flags=flags), Path(tmp_path))
+    probe = ("import ctypes, sys\nx = float(sys.argv[2])\nbefore = x * 1e-300\nctypes.CDLL(sys.argv[1])\n"
+             "print(before != 0.0, x * 1e-300 != 0.0)")
+    out = subprocess.run([sys.executable, "-c", probe, str(path), "1e-10"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True", "True"], "loading the library flushed subnormals to zero"

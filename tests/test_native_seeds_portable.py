@@ -1,0 +1,99 @@
+"""The GEMM-family native seeds keep a plain C path for CPUs without AVX-512 (their micro-kernels are AVX-512
+intrinsics under `#ifdef __AVX512F__`). This machine has AVX-512, so `-march=native` never builds that path: here each
+seed's C source is built for x86-64-v3 (AVX2 and FMA, no AVX-512) by the system compiler, bound in place of the
+seed's own library, and checked against the task on its small shape variants."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the project installed
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import builtin_task, seed_path  # noqa: E402
+from evaluator.native import NativeLibrary  # noqa: E402
+from evaluator.native_build import commands  # noqa: E402
+from evaluator.native_spec import NativeSpec  # noqa: E402
+
+GEMM_FAMILY = [
+    "matmul_bias", "linear_relu", "matmul_gelu", "matmul_residual", "mlp_gelu", "bmm", "conv1d", "conv2d_3x3",
+    "causal_attention", "transformer_block",
+]
+# Memory-bound seeds with an AVX-512 fast path (vectorised exponentials, register-only pooling windows, non-temporal
+# stores) and a portable path beside it.
+MEMORY_BOUND = ["avg_pool2d", "max_pool2d", "col_sum", "cross_entropy", "kl_div", "log_softmax", "row_mean", "swiglu"]
+DEFAULT_TOL = 1e-4
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("gcc") is None, reason="builds x86-64-v3 code with gcc"
+)
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_without_avx512(seed: ModuleType, tmp_path: Path) -> NativeLibrary:
+    """The seed's SOURCE built for x86-64-v3 with the seed's other flags by the build stage's own two command lines
+    (so the library links as the product's do: never with the fast-math start file that would set FTZ/DAZ in this
+    test process), bound with the seed's prototypes."""
+    call = re.search(r"flags=\[([^\]]*)\]", Path(seed.__file__).read_text())
+    assert call, f"{seed.__file__}: no flags=[...] in its load_c call"
+    flags = [f for f in re.findall(r'"([^"]+)"', call.group(1)) if f != "-march=native"]
+    name = f"{Path(seed.__file__).name.split('.')[0]}_x86_64_v3"
+    spec = NativeSpec.from_call(name, seed.SOURCE, dir(seed.lib), flags, "c")
+    (tmp_path / f"{name}.c").write_text(seed.SOURCE)
+    compile_line, link_line = commands(spec, "gcc", [f"{name}.c"], f"lib{name}.so")
+    for line in ([*compile_line[:1], "-march=x86-64-v3", *compile_line[1:]], link_line):
+        built = subprocess.run(line, cwd=tmp_path, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr[-3000:]
+    return NativeLibrary(spec.name, spec.prototypes(), tmp_path / f"lib{name}.so")
+
+
+@pytest.mark.parametrize("name", GEMM_FAMILY)
+def test_gemm_seed_is_correct_without_avx512(name, tmp_path, monkeypatch):
+    seed = load_module(seed_path(name, "cpp"), f"portable_seed_{name}")
+    assert "#ifdef __AVX512F__" in seed.SOURCE and "#else" in seed.SOURCE, f"{name}: no portable path to test"
+    check_without_avx512(name, seed, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("name", MEMORY_BOUND)
+def test_memory_bound_seed_is_correct_without_avx512(name, tmp_path, monkeypatch):
+    seed = load_module(seed_path(name, "cpp"), f"portable_seed_{name}")
+    assert "#ifdef __AVX512F__" in seed.SOURCE, f"{name}: no AVX-512 path, so nothing else to test here"
+    check_without_avx512(name, seed, tmp_path, monkeypatch)
+
+
+def check_without_avx512(name: str, seed: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed built for x86-64-v3 matches the task on every small shape variant."""
+    task = load_module(builtin_task(name), f"portable_task_{name}")
+    monkeypatch.setattr(seed, "lib", build_without_avx512(seed, tmp_path))
+    tol = getattr(task, "TOLERANCE", None) or {}
+    tol = {"atol": tol.get("atol", DEFAULT_TOL), "rtol": tol.get("rtol", DEFAULT_TOL)}
+    for overrides in task.SHAPES:
+        for key, value in overrides.items():
+            monkeypatch.setattr(task, key, value)
+        torch.manual_seed(0)
+        model = task.Model(*task.get_init_inputs())
+        candidate = seed.ModelNew(*task.get_init_inputs())
+        candidate.load_state_dict(model.state_dict())
+        torch.manual_seed(1)
+        inputs = task.get_inputs()
+        with torch.no_grad():
+            expected, got = model(*inputs), candidate(*inputs)
+        assert got.shape == expected.shape, f"{name} {overrides}"
+        assert torch.allclose(got, expected, **tol), f"{name} {overrides}: max abs error {(got - expected).abs().max()}"
