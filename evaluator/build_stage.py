@@ -7,7 +7,7 @@ Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluat
 2. each `load_inline` call with CUDA sources is turned into a `BuildSpec` in the worker and sent to the driver as
    `{"status": "build", "spec": ...}`; the worker waits;
 3. the driver (`BuildServer.answer`) validates the spec, looks its key up in the cache or has the sandboxed builder
-   compile it (`BuildCache.get_or_build`), and replies `{"cmd": "built", "verdict": ..., "log": ...}`, with the `.so`
+   compile it (`BuildCache.get_or_build`), and replies `Built(verdict, log, ...)` (`commands.py`), with the `.so`
    bytes for a linked build: the worker loads that copy (GPU), or raises the cached verdict (no GPU: compile_error
    with the log, or "compiled, but no CUDA device here"); `skipped` sends the worker back to its private build;
 4. with `"collect": true` (`prebuild`, run where no GPU is held: a Ray CPU task) the worker gets a stub instead and
@@ -26,6 +26,7 @@ import atexit
 import secrets
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -33,14 +34,14 @@ import torch
 from evaluator import policy
 from evaluator.build_cache import BuildCache, Verdict, toolchain
 from evaluator.candidate import Candidate
+from evaluator.commands import Built, Load
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.cuda_build import BuildSpec
-from evaluator.native_build import cache_root as native_cache_root
 from evaluator.native_stage import NativeServer, mentions_load_c
-from evaluator.native_stage import open_cache as open_native_cache
 from evaluator.result import Status
 from evaluator.sandbox import Zygote
+from evaluator.warm_start import hidden_caches
 from evaluator.task import Task, TaskError
 
 MAX_BUILDS_PER_LOAD = 8
@@ -68,18 +69,18 @@ class BuildServer:
         self.native = NativeServer(isolation, context, collecting)  # load_c's builds (native_stage.py)
         self._requests = 0
 
-    def answer(self, raw_spec: Any, timeout_s: float, kind: Any = None) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def answer(self, raw_spec: Any, timeout_s: float, kind: Any = None) -> tuple[Built, list[torch.Tensor]]:
         self._requests += 1
-        skipped: tuple[dict[str, Any], list[torch.Tensor]] = ({"cmd": "built", "verdict": "skipped"}, [])
+        skipped: tuple[Built, list[torch.Tensor]] = (Built("skipped"), [])
         if self._requests > MAX_BUILDS_PER_LOAD:  # refused, not skipped: no private build behind the builder's back
-            return {"cmd": "built", "verdict": "refused",
-                    "log": f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or native libraries"}, []
+            return Built("refused", f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or native "
+                                    "libraries"), []
         if kind == "native":
             return self.native.answer(raw_spec, timeout_s)
         try:
             spec = BuildSpec.from_json(raw_spec)
         except ValueError as exc:
-            return {"cmd": "built", "verdict": "refused", "log": f"load_inline cannot build this: {exc}"}, []
+            return Built("refused", f"load_inline cannot build this: {exc}"), []
         if self.cache is None:
             return skipped
         if self.mode == "link" and not self.collecting and not _device_covered(self.archs):
@@ -90,8 +91,7 @@ class BuildServer:
         verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
                                           context=self.context)
         self.verdicts.append(verdict)
-        header = {"cmd": "built", "verdict": verdict.status, "log": verdict.log, "key": verdict.key,
-                  "cached": verdict.cached}
+        header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
         blobs: list[torch.Tensor] = []
         if verdict.status == "linked" and not self.collecting and verdict.artifact is not None:
             blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
@@ -109,19 +109,19 @@ def _device_covered(archs: str | None) -> bool:
                if t.removesuffix("+PTX").replace(".", "").isdigit())
 
 
-def load_candidate(conn: WorkerConnection, load: dict[str, Any], timeout_s: float, doing: str,
+def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: str,
                    server: BuildServer) -> dict[str, Any]:
     """Sends `load` and answers the worker's build requests until its final reply; one deadline for all of it."""
     deadline = time.monotonic() + timeout_s
-    reply, _ = conn.request({**load, "builds": True, "build_mode": server.mode}, timeout_s, doing)
+    reply, _ = conn.request(replace(load, builds=True, build_mode=server.mode), timeout_s, doing)
     while reply.get("status") == "build":
-        header, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
-        if header["verdict"] == "timeout":
+        built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
+        if built.verdict == "timeout":
             what = "native build" if reply.get("kind") == "native" else "CUDA build"
             raise Refused(Status.TIMEOUT, f"the candidate's {what} did not finish within {timeout_s:g} s "
-                                          f"({header.get('log') or 'compiler timeout'})")
+                                          f"({built.log or 'compiler timeout'})")
         try:
-            conn.channel.send(header, blobs)
+            conn.channel.send(built.to_wire(), blobs)
         except OSError:
             raise Refused(Status.CRASHED, "the candidate process died while its sources were built") from None
         reply, _ = conn.recv(max(deadline - time.monotonic(), 0.001), doing)
@@ -169,8 +169,8 @@ def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "che
     handle = zygote.spawn(nonce, cfg.memory_limit_bytes, int(cfg.compile_timeout_s) + 60)
     conn = WorkerConnection(zygote, handle, nonce, "candidate", task.label)
     # One init seed per shape variant: the worker builds every variant's reference weights when it loads.
-    load = {"cmd": "load", "task_source": task.source, "task_name": task.name, "device": "cpu",
-            "init_seeds": [0] * MAX_COLLECT_VARIANTS, "candidate_source": candidate.source, "collect": True}
+    load = Load(task_source=task.source, task_name=task.name, device="cpu", init_seeds=(0,) * MAX_COLLECT_VARIANTS,
+                candidate_source=candidate.source, collect=True)
     try:
         load_candidate(conn, load, cfg.compile_timeout_s, "recording the candidate's CUDA builds", server)
     except (Refused, TaskError):
@@ -179,9 +179,3 @@ def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "che
         conn.close()
     return [{"key": v.key, "verdict": v.status, "cached": v.cached} for v in server.verdicts] + [
         {"key": o.key, "verdict": o.status, "cached": o.cached, "kind": "native"} for o in server.native.outcomes]
-
-
-def hidden_caches(cache: BuildCache | None) -> tuple[str, ...]:
-    """The build caches a candidate sandbox must not see, even read-only."""
-    native = open_native_cache()  # created now: bubblewrap hides only folders that exist
-    return (*((str(cache.root),) if cache is not None else ()), str(native.root if native else native_cache_root()))

@@ -8,10 +8,11 @@ may need frames.
 
 from __future__ import annotations
 
+import os
 import resource
 from dataclasses import dataclass
 
-from evaluator import call_watch, device_warmup, interpreter_gaps, process_tree
+from evaluator import call_watch, device_warmup, interpreter_gaps, landlock, process_tree
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -61,7 +62,8 @@ def cap_gpu_memory(fraction: float) -> bool:
     return True
 
 
-def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_module: str) -> None:
+def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_module: str,
+           writable: tuple[str, ...] = ()) -> None:
     """Warm the device, then (candidate role) isolate, drop privileges, limit, and arm the guards and audit hook.
     Both roles warm the device and install launch counters, so both pay the same per-call costs."""
     if role == "candidate":
@@ -71,6 +73,8 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         # candidate's results) or its zygote's (the nonces of every worker it spawned), nor be read by them.
         process_tree.set_undumpable()
         process_tree.drop_capabilities()
+        if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not
+            landlock.restrict_writes((os.getcwd(), *writable))
     device_warmup.warm_up(device)
     guards.install_launch_counters(cuda_available=device == "cuda")
     call_watch.install_thread_counter(guards.thread_starts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+from collections.abc import Callable
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -145,3 +146,20 @@ def isolate_network() -> bool:
         return True
     except (OSError, AttributeError):
         return False
+
+
+def os_thread_count(listdir: Callable[[str], list[str]] = os.listdir) -> int:
+    """This process's OS threads (/proc/self/task): native code's threads included, which Python's count misses."""
+    try:
+        return len(listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def warm_thread_pools() -> None:
+    """Start the threads every worker has once it has run anything, before they are counted: OpenMP's pool (an ATen
+    reduction above its grain size runs in parallel) and the profiler's, which the call observer starts on first use."""
+    import torch
+    torch.ones(1 << 20).sum()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        pass

@@ -58,6 +58,9 @@ def openmp_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {"OMP_NUM_THREADS": threads, "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
 
 
+KINETO_QUIET = "6"  # above every level Kineto logs at (its start and stop lines are at the highest, above errors)
+
+
 def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[str, str]:
     """A zygote's environment: the driver's for the reference (it runs trusted code only), the allow-list for the
     candidate; in both, the same device settings (`SHARED_DEVICE_ENV`), so both sides run on the same GPU with the
@@ -78,6 +81,10 @@ def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[
     else:
         env.pop("TRITON_INTERPRET", None)
     env.update(openmp_environment(environ))
+    # PyTorch's profiler (Kineto) logs two lines to stderr each time it starts and stops, at every level up to
+    # errors: the watch around every call of the candidate filled the worker's log (the candidate's own output fell
+    # out of the tail an evaluation reports) and cost a write to the log pipe a call on both sides.
+    env["KINETO_LOG_LEVEL"] = KINETO_QUIET
     return env
 
 

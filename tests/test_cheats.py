@@ -307,6 +307,25 @@ def test_network_is_closed_without_bubblewrap_too(header: Header, monkeypatch: p
     assert not damage, f"the candidate reached the network: {'; '.join(damage)} (verdict {_describe(result)})"
 
 
+FILE_CHEATS = [h for h in CHEATS if getattr(h, "values", (h,))[0].fields.get("canary-file")]
+
+
+@pytest.mark.parametrize("header", FILE_CHEATS, ids=lambda h: h.path.stem)
+def test_files_are_closed_without_bubblewrap_too(header: Header, monkeypatch: pytest.MonkeyPatch):
+    """Landlock in the process sandbox: a machine without bwrap still lets a candidate write nowhere but its own
+    working directory (not the repository, the home directory or site-packages)."""
+    import dataclasses
+
+    from evaluator.landlock import abi_version
+    if abi_version() < 1:
+        pytest.skip("this kernel has no Landlock: without bubblewrap, a candidate can write where its user can")
+    with Canaries(header) as canaries:
+        cfg = dataclasses.replace(header.config("cpu"), sandbox="process")
+        result = evaluate(load_task(TASKS_DIR / f"{header.task}.py"), load_candidate(header.path), cfg)
+        damage = canaries.damage()
+    assert not damage, f"the candidate wrote outside its directory: {'; '.join(damage)} (verdict {_describe(result)})"
+
+
 @pytest.mark.parametrize("header", HONEST, ids=lambda h: h.path.stem)
 def test_honest_candidate(header: Header, monkeypatch: pytest.MonkeyPatch):
     label = header.path.name

@@ -62,3 +62,20 @@ def test_where_the_gpu_cannot_be_named_every_node_stays():
     assert visible_minors(nvml, {"CUDA_VISIBLE_DEVICES": "1"}) is None  # an index in CUDA's own order
     assert visible_minors(None, {"CUDA_VISIBLE_DEVICES": "GPU-aaaa"}) is None
     assert device_nodes(NODES, None) == NODES
+
+
+def test_the_profilers_watch_of_a_call_writes_nothing_to_a_workers_log():
+    """Kineto logged two lines to stderr at every start and stop of the profiler that watches each call: they filled
+    the worker's log, whose tail an evaluation reports (the candidate's own output fell out of it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = zygote_environment("candidate", "cpu", {"PATH": os.environ.get("PATH", "/usr/bin")})
+    code = ("import torch\nfrom evaluator.observer import CallObserver\nx = torch.ones(8)\n"
+            "for _ in range(3):\n    with CallObserver():\n        torch.relu(x)\nprint('watched')\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0 and "watched" in done.stdout, done.stderr[-2000:]
+    assert "profiler_start" not in done.stderr and "profiler_stop" not in done.stderr, done.stderr[-2000:]

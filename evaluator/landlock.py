@@ -1,0 +1,79 @@
+"""Landlock, the kernel's unprivileged file-system sandbox: the candidate's worker may write only below its own
+private working directory (and to a few harmless device files), whether bubblewrap runs or not.
+
+Bubblewrap gives the candidate a read-only root; without it (a machine or container where it cannot make namespaces)
+the process sandbox alone left every file the user can write within reach: the repository, the build caches that
+other candidates' builds come from, a `.pth` file in site-packages that runs code in every later Python process of
+that user, the driver's included. Landlock (Linux 5.13 and later) closes that from inside the worker, with no
+privileges: once restricted, the process and every thread or child it starts can no longer create, write, truncate,
+rename or delete anything outside the allowed paths. Reading stays as it was (bubblewrap hides the private folders).
+
+Called on a CPU worker only: a GPU's driver and profiler open device files and write lock files of their own that
+no test here can run; that is listed in docs/EVALUATOR.md.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on every architecture
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+WRITE_FILE = 1 << 1
+_DIR_WRITES = (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12)
+REFER = 1 << 13     # ABI 2: linking or renaming across directories
+TRUNCATE = 1 << 14  # ABI 3
+DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full")
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version; 0 where Landlock is missing or switched off."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return max(0, int(version))
+
+
+def restrict_writes(writable_dirs: tuple[str, ...], writable_files: tuple[str, ...] = DEVICE_FILES) -> str | None:
+    """Allow writes only below `writable_dirs` and to `writable_files` (those that exist), for this thread and
+    everything it starts from now on. Returns None once restricted, else why it could not be (no Landlock)."""
+    abi = abi_version()
+    if abi < 1:
+        return "Landlock is not available in this kernel"
+    file_writes = WRITE_FILE | (TRUNCATE if abi >= 3 else 0)
+    handled = file_writes | _DIR_WRITES | (REFER if abi >= 2 else 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    handled_attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr's first field: older ABIs read only it
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(handled_attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"Landlock refused a ruleset ({os.strerror(ctypes.get_errno())})"
+    try:
+        rules = [(d, handled) for d in writable_dirs] + [(f, file_writes) for f in writable_files]
+        for path, access in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a device file this machine lacks
+            try:
+                rule = _PathBeneath(access, fd)
+                if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                                ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+                    return f"Landlock refused a rule for {path} ({os.strerror(ctypes.get_errno())})"
+            finally:
+                os.close(fd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return f"no_new_privs could not be set ({os.strerror(ctypes.get_errno())})"
+        if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            return f"Landlock could not restrict the process ({os.strerror(ctypes.get_errno())})"
+        return None
+    finally:
+        os.close(ruleset)
