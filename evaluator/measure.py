@@ -16,22 +16,25 @@ from dataclasses import dataclass, field
 
 import torch
 
+from evaluator.commands import Batch, Check, Clock, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.result import Status, Timing
 from evaluator.timing import relative_standard_error
 
 KEEP_PROBABILITY = 0.2
-MIN_BLOCKS = 2         # each side is timed in at least two blocks, interleaved at random with the other side's
+MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
 MIN_BLOCK_CALLS = 10   # a block ends on the stopping rule only after this many calls
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
-DEEP_CHECK_PROBABILITY = 0.25  # timing blocks after which the candidate's worker compares the whole dispatch table
+DEEP_CHECK_PROBABILITY = 0.17  # timing blocks after which the candidate's worker compares the whole dispatch table
+FLOOR_CAP_FACTOR = 5   # the sample floor (min_reps, MIN_BLOCKS) may stretch a side's time to this many time caps
 
 
 @dataclass
 class SideRecord:
     samples_ms: list[float] = field(default_factory=list)
     walls_ms: list[float] = field(default_factory=list)
+    block_walls_ms: list[float] = field(default_factory=list)  # per block, the median of its calls' walls
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
     spent_s: float = 0.0
     blocks: int = 0
@@ -43,10 +46,19 @@ class SideRecord:
                                                               for k, n in self.kernels.items()}
 
     def done(self, cfg: EvalConfig) -> bool:
+        """The time cap ends a side only once it has its floor of samples and blocks: a median of two or three calls
+        (all a 1 s cap gave a 31 MiB task on a loaded machine, where drawing each call's inputs takes most of it)
+        made speedups of 3.7x out of noise. Past FLOOR_CAP_FACTOR caps a side ends anyway (very slow calls)."""
         n = len(self.samples_ms)
-        if n >= cfg.max_reps or self.spent_s >= cfg.max_timing_s:
+        if self.exhausted(cfg):
             return True
-        return self.blocks >= MIN_BLOCKS and self.settled(cfg)
+        if n < cfg.min_reps or self.blocks < MIN_BLOCKS:
+            return False
+        return self.spent_s >= cfg.max_timing_s or self.settled(cfg)
+
+    def exhausted(self, cfg: EvalConfig) -> bool:
+        """The hard limits: no more blocks for this side, whatever the other side still needs."""
+        return len(self.samples_ms) >= cfg.max_reps or self.spent_s >= FLOOR_CAP_FACTOR * cfg.max_timing_s
 
     def settled(self, cfg: EvalConfig) -> bool:
         """The stopping rule: enough repetitions, and the median known to `target_rse`."""
@@ -66,17 +78,19 @@ def fresh_seed() -> int:
 
 
 def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool) -> None:
-    budget_s = cfg.max_timing_s / 4
+    budget_s = cfg.max_timing_s / (2 * MIN_BLOCKS)
+    floor_calls = -(-cfg.min_reps // MIN_BLOCKS)  # a block's share of the side's sample floor
     seed = fresh_seed()
-    conn.send({"cmd": "time", "variant": 0, "seed": seed, "warmup_ms": cfg.warmup_ms if first else 0.0})
+    conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0))
     start = time.perf_counter()
     previous = None
     calls = 0
+    walls_ms: list[float] = []
     while True:
         reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
         if previous is not None:
-            rec.walls_ms.append((now - previous) * 1e3)
+            walls_ms.append((now - previous) * 1e3)
         previous = now
         rec.samples_ms.append(float(reply["ms"]))
         calls += 1
@@ -84,10 +98,11 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         # A block ends on its share of the time cap, or as soon as the side's samples settle: the time cap is for
         # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
         settled = calls >= MIN_BLOCK_CALLS and calls % STATS_EVERY == 0 and rec.settled(cfg)
-        stop = (now - start) >= budget_s or len(rec.samples_ms) >= cfg.max_reps or settled
+        stop = len(rec.samples_ms) >= cfg.max_reps or settled or (
+            (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()
         check = next_seed is None and random.random() < DEEP_CHECK_PROBABILITY
-        conn.send({"keep": keep, "next_seed": next_seed, "check": check})
+        conn.send(NextCall(keep=keep, next_seed=next_seed, check=check))
         if keep:
             _, tensors = conn.recv(cfg.run_timeout_s, "returning a timed call's outputs")
             rec.kept.append((seed, tensors))
@@ -101,6 +116,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     elapsed = time.perf_counter() - start
     rec.spent_s += elapsed
     rec.blocks += 1
+    rec.walls_ms += walls_ms
+    if walls_ms:
+        rec.block_walls_ms.append(statistics.median(walls_ms))
 
 
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
@@ -109,12 +127,16 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     ref, cand = SideRecord(), SideRecord()
     keep_budget = max(1, cfg.timing_recheck_reps)
     sides = [(reference, ref, 0), (candidate, cand, keep_budget)]
-    for _ in range(12):
+    # Strictly alternating blocks from a random first side, until both sides are done: load that comes and goes
+    # falls on both sides alike (a fresh shuffle every round let one side's blocks bunch up inside a burst of the
+    # machine's other work, and so did a side that had settled leaving the other's last blocks back to back). A side
+    # that is done but not exhausted keeps pace with short blocks (a settled block ends after MIN_BLOCK_CALLS).
+    random.shuffle(sides)
+    for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        random.shuffle(sides)
         for conn, rec, keeps in sides:
-            if not rec.done(cfg):
+            if not rec.exhausted(cfg):
                 _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, first=False)
@@ -132,6 +154,28 @@ def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:
     return Timing.from_samples(rec.samples_ms)
 
 
+CLOCK_PROBE_S = 0.05
+
+
+def clock_keeps_time(conn: WorkerConnection, cfg: EvalConfig, wait_s: float = CLOCK_PROBE_S) -> None:
+    """Refuse a worker whose timer clock does not keep time: read it twice, `wait_s` apart by the driver's clock. A
+    clock rewritten from C to count the calling thread's CPU time (which stands still while it waits) claims par
+    or better for a kernel many times slower, where the comparison of per-call walls has too much noise to say so."""
+    first, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
+    t0 = time.perf_counter()
+    time.sleep(wait_s)
+    elapsed_ms = (time.perf_counter() - t0) * 1e3
+    second, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
+    worker_ms = float(second["now_ms"]) - float(first["now_ms"])
+    if worker_ms < 0.5 * elapsed_ms:
+        raise Refused(Status.REJECTED, f"the worker's timer clock advanced {worker_ms:.1f} ms while {elapsed_ms:.0f} "
+                                       "ms passed by the driver's clock (its clock was rewritten)")
+
+
+class ClockDisagreement(Refused):
+    """The driver's clock did not support what the candidate's timer reported (`_cross_check`)."""
+
+
 def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     """Refuse a candidate whose reported times are shorter than the driver's own clock allows.
 
@@ -143,19 +187,25 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     if len(ref.walls_ms) < 3 or len(cand.walls_ms) < 3:
         return
     ref_ms, cand_ms = statistics.median(ref.samples_ms), statistics.median(cand.samples_ms)
-    wall_gap = statistics.median(cand.walls_ms) - statistics.median(ref.walls_ms)
+    # Block i of one side ran right before or after block i of the other: their walls saw the same load, so the
+    # gap is taken pair by pair (a burst of the machine's other work inside some blocks cancels out).
+    pairs = list(zip(cand.block_walls_ms, ref.block_walls_ms))
+    wall_gap = (statistics.median(c - r for c, r in pairs) if len(pairs) >= MIN_BLOCKS
+                else statistics.median(cand.walls_ms) - statistics.median(ref.walls_ms))
     claimed_gap = cand_ms - ref_ms
     noise = _iqr(cand.walls_ms) + _iqr(ref.walls_ms)
     floor_ms = 0.5 if device_kind == "cpu" else 0.05
     implied_cand_ms = max(ref_ms + wall_gap, 1e-6)
     claimed_speedup, implied_speedup = ref_ms / max(cand_ms, 1e-9), ref_ms / implied_cand_ms
+    # A candidate slower than the reference is not judged here: the watch around its calls (the profiler, the
+    # checks on its outputs) costs the driver's clock a few ms a call at 31 MiB that the reference's does not.
     if claimed_speedup <= 1.0 or claimed_speedup < 2 * implied_speedup:
         return
     if wall_gap - claimed_gap > 0.25 * max(ref_ms, cand_ms) + noise + floor_ms:
-        raise Refused(Status.REJECTED,
-                      f"the candidate's reported times disagree with the driver's clock: its calls took "
-                      f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
-                      f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
+        raise ClockDisagreement(Status.REJECTED,
+                                f"the candidate's reported times disagree with the driver's clock: its calls took "
+                                f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
+                                f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
 
 
 LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this
@@ -176,8 +226,8 @@ def _refuse_work_left_running(cand: SideRecord) -> None:
 
 
 def _iqr(xs: list[float]) -> float:
-    t = Timing.from_samples(xs)
-    return t.iqr_ms
+    return Timing.from_samples(xs).iqr_ms
+
 
 
 def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig) -> float:
@@ -189,9 +239,8 @@ def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig)
         for calls in (False, True):
             seeds = [fresh_seed() for _ in range(k)]
             t0 = time.perf_counter()
-            conn.request({"cmd": "batch", "variant": 0, "seeds": seeds, "calls": calls}, cfg.run_timeout_s,
-                         "a batch of calls")
+            conn.request(Batch(variant=0, seeds=tuple(seeds), calls=calls), cfg.run_timeout_s, "a batch of calls")
             walls.append((time.perf_counter() - t0) * 1e3)
         estimates.append(max(walls[1] - walls[0], 0.0) / k)
-    conn.request({"cmd": "check"}, cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
+    conn.request(Check(), cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
     return statistics.median(estimates)

@@ -1,7 +1,10 @@
 """The timing protocol: one timed call (inside a worker) and the statistics the driver stops on.
 
 One code path for every device, its clock injected: CPU, a monotonic nanosecond clock around the call; GPU, CUDA
-events on the current stream around the call after an L2 flush (as `triton.testing.do_bench`). A device-wide
+events on the current stream around the call after an L2 flush (as `triton.testing.do_bench`). Both time a call from
+a cold cache where a real pipeline would have one: on the CPU, inputs of half the last-level cache or more are pushed
+out of every cache level first (`evict`), since drawing a call's fresh inputs just left up to a last-level cache's
+worth of them in it (31 MiB inputs then ran at cache speed, past the memory's bandwidth). A device-wide
 synchronize after the end mark tells how long work left on other streams kept the device busy (a fact the driver
 judges). Every primitive is captured when the timer is built, before any candidate code exists.
 """
@@ -12,16 +15,20 @@ import math
 import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+from evaluator.cpu_caches import CACHE_DIR, cache_sizes_kib
 
 _now_ns = time.perf_counter_ns
 L2_FLUSH_BYTES = 256 * 2**20  # at least twice the L2 of current GPUs (H100: 50 MiB, B200: 126 MiB)
 
 
 class HostClock:
-    """The CPU's clock: marks are host nanoseconds; nothing to flush or wait for."""
+    """The CPU's clock: marks are host nanoseconds; nothing to flush right before the mark or wait for. (A CPU call's
+    inputs are pushed out of the caches earlier, by `CallTimer.evict`, before the profiler's watch opens.)"""
 
     resolution_ms = 1e-6
 
@@ -71,6 +78,49 @@ class CudaEventClock:
 
 
 CALIBRATION_REPS = 25
+GRAIN_ELEMENTS = 32768  # PyTorch's grain: a CPU loop is split into chunks of at least this many elements
+DEFAULT_LLC_BYTES = 32 * 2**20  # where sysfs says nothing
+
+
+_prepared: torch.Tensor | None = None
+
+
+def prepare_cpu_flush() -> None:
+    """Write the eviction buffer once, in the zygote before it forks: every worker then reads the same pages (copy on
+    write, and nobody writes them) instead of faulting in its own at each evaluation (~50 ms). Filled without an
+    OpenMP region: a zygote must not start OpenMP's pool before it forks."""
+    global _prepared
+    _prepared = _evict_buffer(cpu_flush_bytes())
+
+
+def _evict_buffer(size_bytes: int) -> torch.Tensor | None:
+    if size_bytes <= 0:
+        return None
+    if _prepared is not None and _prepared.numel() * 4 == size_bytes:
+        return _prepared
+    return torch.frombuffer(bytearray(b"\x01") * size_bytes, dtype=torch.float32)  # real pages, not the zero page
+
+
+def _llc_bytes(cache_dir: Path) -> int:
+    """The largest cache sysfs reports for CPU 0 (the last level), or DEFAULT_LLC_BYTES where it says nothing."""
+    sizes = cache_sizes_kib(cache_dir)
+    return max(sizes.values()) * 1024 if sizes else DEFAULT_LLC_BYTES
+
+
+def cpu_flush_bytes(cache_dir: Path = CACHE_DIR) -> int:
+    """Four times the last-level cache this CPU reports (sysfs), read by every OpenMP thread in parallel: each thread
+    then reads twice that cache, even where a virtual machine's CPUs sit on two last-level caches while sysfs names
+    one (this machine's copies ran at cache speed up to 64 MiB with 32 MiB reported)."""
+    return 4 * _llc_bytes(cache_dir)
+
+
+def cpu_cold_from_bytes(cache_dir: Path = CACHE_DIR) -> int:
+    """Half the last-level cache: inputs smaller than that would be in cache in a real pipeline too (the operator that
+    produced them just wrote them, and they fit beside an output of their own size), and the flush, which reads four
+    such caches, costs far more than such a call (9 ms before a 0.05 ms ReLU over 1 MiB). Larger inputs could not
+    stay cached in a pipeline, yet drawing them leaves a cache's worth of them there: those calls are timed cold.
+    (Until 2026-11-24 the bound was a core's L2, 1 MiB here; see docs/EVALUATOR.md, "Timing".)"""
+    return _llc_bytes(cache_dir) // 2
 
 
 class CallTimer:
@@ -81,10 +131,25 @@ class CallTimer:
     another stream, which a mark on the current stream does not wait for): `left_running_ms`, a fact the driver judges.
     """
 
-    def __init__(self, device: torch.device, clock: Any = None):
+    def __init__(self, device: torch.device, clock: Any = None, cold_from_bytes: int | None = None):
         self.device = device
         self.cuda = device.type == "cuda"
-        self.clock = clock if clock is not None else (CudaEventClock(device) if self.cuda else HostClock())
+        if clock is None:
+            clock = CudaEventClock(device) if self.cuda else HostClock()
+        self.clock = clock
+        self._evict_buf = None if self.cuda or not isinstance(clock, HostClock) else _evict_buffer(cpu_flush_bytes())
+        self._read = torch.Tensor.max
+        # Below the eviction's bound, a reduction over one value seen GRAIN_ELEMENTS times per thread (stride 0: it
+        # reads one cache line) wakes every OpenMP thread right before the call, as the eviction's read does above it.
+        self._pool_waker = None if self._evict_buf is None else \
+            torch.zeros(1).expand(GRAIN_ELEMENTS * max(2, torch.get_num_threads()))
+        self._wake = torch.Tensor.max
+        # The flush runs before calls whose tensor arguments total at least this: always on a GPU (do_bench's rule,
+        # and a flush costs microseconds there); on a CPU only from half the last-level cache, where a real pipeline
+        # could not keep the inputs cached either, since reading four last-level caches costs milliseconds a call.
+        self.cold_from_bytes = (0 if self.cuda else cpu_cold_from_bytes()) if cold_from_bytes is None \
+            else cold_from_bytes
+        self._numel, self._element_size, self._tensor = torch.Tensor.numel, torch.Tensor.element_size, torch.Tensor
         self.overhead_ms = 0.0         # the empty call's median, end mark minus start mark
         self.settle_overhead_ms = 0.0  # the empty call's median, settled mark (after a device-wide sync) minus start
         self.left_running_ms = 0.0     # of the last call
@@ -92,9 +157,13 @@ class CallTimer:
     def sync(self) -> None:
         self.clock.sync()
 
+    def args_bytes(self, args: list[Any]) -> int:
+        return sum(self._numel(a) * self._element_size(a) for a in args if isinstance(a, self._tensor))
+
     def _raw(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, float, Any]:
         clock = self.clock
-        clock.flush()
+        if self.cold_from_bytes <= 0 or (args and self.args_bytes(args) >= self.cold_from_bytes):
+            clock.flush()
         start = clock.mark()
         out = fn(*args)
         end = clock.mark()
@@ -112,8 +181,27 @@ class CallTimer:
         self.settle_overhead_ms = statistics.median(r[1] for r in runs)
         return self.overhead_ms
 
-    def time_call(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, Any]:
-        """Milliseconds of one call (the empty call's cost taken off), and its result."""
+    def evict(self, args: list[Any]) -> bool:
+        """On a CPU, before a call whose inputs reach half the last-level cache (`cpu_cold_from_bytes`): read the
+        eviction buffer on every OpenMP thread, so the call reads its inputs from memory, not from the caches that
+        drawing them just filled. Before a smaller call: wake every OpenMP thread (about 0.05 ms, no memory read), so
+        that a parallel call does not start by waiting for sleeping threads (passive waiting, `sandbox.py`): without
+        it, a 256x1024 eager ReLU's interquartile range was 40 times its median on a loaded machine, 0.2-0.6 times
+        with it. A PyTorch op either way: the worker runs it before the profiler starts watching the call. Returns
+        whether it evicted."""
+        if self._evict_buf is None or self._pool_waker is None:
+            return False
+        if not args or self.args_bytes(args) < self.cold_from_bytes:
+            self._wake(self._pool_waker)
+            return False
+        self._read(self._evict_buf)
+        return True
+
+    def time_call(self, fn: Callable[..., Any], args: list[Any], evicted: bool = False) -> tuple[float, Any]:
+        """Milliseconds of one call (the empty call's cost taken off), and its result. `evicted`: the caller has run
+        `evict(args)` itself (outside the profiler's watch)."""
+        if not evicted:
+            self.evict(args)
         raw_ms, settled_ms, out = self._raw(fn, args)
         ms = max(raw_ms - self.overhead_ms, self.clock.resolution_ms)
         self.left_running_ms = max(0.0, (settled_ms - self.settle_overhead_ms) - ms)

@@ -46,7 +46,7 @@ class RecordingClock:
 
 
 def _timer(clock: RecordingClock) -> timing.CallTimer:
-    timer = timing.CallTimer(torch.device("cpu"), clock)
+    timer = timing.CallTimer(torch.device("cpu"), clock, cold_from_bytes=0)  # flush before every call, as on a GPU
     timer.calibrate(reps=5)
     clock.log.clear()
     return timer
@@ -105,3 +105,146 @@ def test_the_cuda_runtime_torch_loaded_is_found_first():
     assert timing.loaded_libcudart("7f05-7f06 rw-p 00000000 00:00 0 [heap]\n") == []
     names = timing.libcudart_candidates()
     assert names[-3:] == ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]  # by name, last
+
+
+def test_a_cpu_call_is_flushed_only_when_its_inputs_reach_the_bound():
+    clock = RecordingClock()
+    timer = timing.CallTimer(torch.device("cpu"), clock, cold_from_bytes=4096)
+    call = clock.call(1.0)
+    timer.time_call(lambda *args: call(), [torch.zeros(16), 3])  # 64 bytes: stays in cache in a real pipeline too
+    assert "flush" not in clock.log
+    timer.time_call(lambda *args: call(), [torch.zeros(1024), torch.zeros(2, dtype=torch.float64)])  # 4112 bytes
+    assert clock.log.count("flush") == 1 and clock.log[6:8] == ["flush", "mark"]
+
+
+def test_the_cpu_eviction_reads_four_times_the_last_level_cache_sysfs_reports(tmp_path):
+    for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("2", "Unified", "2048K"), ("3", "Unified", "8M")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(level)
+        (d / "type").write_text(kind)
+        (d / "size").write_text(size)
+    assert timing.cpu_flush_bytes(tmp_path) == 32 * 2**20
+    assert timing.cpu_cold_from_bytes(tmp_path) == 4 * 2**20  # half the last-level cache, not the 2 MiB L2
+    assert timing.cpu_cold_from_bytes(tmp_path / "missing") == timing.DEFAULT_LLC_BYTES // 2
+    assert timing.cpu_flush_bytes(tmp_path / "missing") == 4 * timing.DEFAULT_LLC_BYTES
+
+
+def test_a_cpu_timer_evicts_large_inputs_only_and_only_once_when_the_caller_did(monkeypatch):
+    timer = timing.CallTimer(torch.device("cpu"))
+    assert timer._evict_buf is not None and timer._evict_buf.numel() * 4 == timing.cpu_flush_bytes()
+    reads: list[int] = []
+    monkeypatch.setattr(timer, "_read", lambda buf: reads.append(buf.numel()))
+    small, large = [torch.zeros(16)], [torch.zeros(timer.cold_from_bytes // 4)]
+    assert not timer.evict(small) and timer.evict(large) and len(reads) == 1
+    timer.time_call(lambda x: x, large)  # evicts itself
+    timer.time_call(lambda x: x, large, evicted=True)  # the worker evicted before the profiler's watch opened
+    assert len(reads) == 2
+    assert timing.CallTimer(torch.device("cpu"), RecordingClock())._evict_buf is None  # a test clock: nothing real
+
+
+def test_a_cpu_timer_wakes_the_thread_pool_before_a_call_it_does_not_evict(monkeypatch):
+    timer = timing.CallTimer(torch.device("cpu"))
+    wakes: list[int] = []
+    reads: list[int] = []
+    monkeypatch.setattr(timer, "_wake", lambda buf: wakes.append(buf.numel()))
+    monkeypatch.setattr(timer, "_read", lambda buf: reads.append(buf.numel()))
+    timer.time_call(lambda x: x, [torch.zeros(16)])
+    assert reads == [] and wakes == [timing.GRAIN_ELEMENTS * max(2, torch.get_num_threads())]
+    timer.time_call(lambda x: x, [torch.zeros(timer.cold_from_bytes // 4)])  # evicted: the read wakes them
+    assert len(reads) == 1 and len(wakes) == 1
+    waker = timer._pool_waker
+    assert waker is not None and waker.stride() == (0,)  # one value read over and over: no cache line displaced
+
+
+def test_a_prepared_eviction_buffer_is_shared_by_every_cpu_timer(monkeypatch):
+    monkeypatch.setattr(timing, "_prepared", None)
+    timing.prepare_cpu_flush()
+    prepared = timing._prepared
+    assert prepared is not None and prepared.numel() * 4 == timing.cpu_flush_bytes()
+    assert timing.CallTimer(torch.device("cpu"))._evict_buf is prepared
+    assert timing._evict_buffer(4096) is not prepared  # another size: its own
+
+
+def test_the_time_cap_ends_a_side_only_past_its_floor_of_samples_and_blocks():
+    from evaluator.config import EvalConfig
+    from evaluator.measure import FLOOR_CAP_FACTOR, MIN_BLOCKS
+    cfg = EvalConfig(max_timing_s=1.0, min_reps=10)
+    rec = SideRecord(samples_ms=[50.0, 200.0, 51.0], spent_s=1.5, blocks=MIN_BLOCKS)
+    assert not rec.done(cfg)  # three noisy samples: a median of them is no figure, whatever the cap says
+    rec.samples_ms *= 4
+    rec.blocks = MIN_BLOCKS - 1
+    assert not rec.done(cfg)  # enough samples, but from too few blocks to have alternated with the other side
+    rec.blocks = MIN_BLOCKS
+    assert rec.done(cfg)
+    slow = SideRecord(samples_ms=[900.0, 910.0], spent_s=FLOOR_CAP_FACTOR * cfg.max_timing_s, blocks=2)
+    assert slow.done(cfg)  # very slow calls: the floor stretches the cap so far and no further
+
+
+class _ClockConn:
+    """A worker connection whose clock advances `rate` ms per ms of real time (1: honest; ~0: a CPU-time clock)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.start = rate, timing.now_ms()
+
+    def request(self, cmd, timeout_s, what):  # noqa: ANN001, ANN201
+        return {"status": "clock", "now_ms": (timing.now_ms() - self.start) * self.rate}, []
+
+
+def test_a_worker_clock_that_stands_still_while_the_driver_waits_is_refused():
+    from evaluator.config import EvalConfig
+    from evaluator.measure import clock_keeps_time
+    clock_keeps_time(_ClockConn(1.0), EvalConfig(), wait_s=0.02)  # keeps time: nothing to say
+    with pytest.raises(Refused, match="clock was rewritten"):
+        clock_keeps_time(_ClockConn(0.004), EvalConfig(), wait_s=0.02)
+
+
+def _blocks(*blocks: tuple[int, float]) -> SideRecord:
+    """A side timed in blocks of (calls, wall per call in ms)."""
+    rec = SideRecord()
+    for calls, wall_ms in blocks:
+        rec.walls_ms += [wall_ms] * calls
+        rec.block_walls_ms.append(wall_ms)
+    return rec
+
+
+def test_the_clock_cross_check_compares_blocks_that_ran_side_by_side():
+    """Load came and went (+2 ms a call in the second and fourth pair of blocks). The reference's quiet blocks ran
+    long and its loaded ones short, the candidate's the other way round: pooled, the two sides' walls come from
+    different moments and an honest 10x reads as a candidate slower than its own timer says. Pair by pair it is not."""
+    from evaluator.measure import ClockDisagreement, _cross_check
+    windows = [(300, 16, 0.0), (16, 300, 2.0), (300, 16, 0.0), (16, 300, 2.0)]  # ref calls, cand calls, load
+    ref = _blocks(*[(r, 5.5 + load) for r, _, load in windows])
+    ref.samples_ms = [5.0] * 20
+    honest = _blocks(*[(c, 1.0 + load) for _, c, load in windows])
+    honest.samples_ms = [0.5] * 20
+    _cross_check(ref, honest, "cpu")  # nothing to say
+    # The same shape from a candidate that runs as long as the reference but reports 100x less: refused.
+    cheat = _blocks(*[(c, 5.5 + load) for _, c, load in windows])
+    cheat.samples_ms = [0.05] * 20
+    with pytest.raises(ClockDisagreement, match="timer tampering"):
+        _cross_check(ref, cheat, "cpu")
+
+
+def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
+    """The reference settles after its third block, the candidate needs six: the reference keeps pace with blocks of
+    its own, so no two candidate blocks run back to back inside one burst of the machine's other work."""
+    from evaluator import measure
+    from evaluator.config import EvalConfig
+    order: list[str] = []
+
+    def block(conn, rec, cfg, keep_budget, first):  # noqa: ANN001, ANN202
+        order.append(conn)
+        rec.blocks += 1
+        rec.samples_ms += [1.0] * 10
+        rec.walls_ms += [1.5] * 10
+        rec.block_walls_ms.append(1.5)
+        rec.spent_s += 0.01
+        if conn == "cand":
+            rec.kept.append((0, []))
+
+    monkeypatch.setattr(measure, "_block", block)
+    monkeypatch.setattr(SideRecord, "done", lambda self, cfg: self.blocks >= (6 if self.kept else 3))
+    measure.measure("ref", "cand", EvalConfig(), "cpu")  # type: ignore[arg-type]
+    assert order.count("cand") == 6
+    assert all(a != b for a, b in zip(order, order[1:])), order

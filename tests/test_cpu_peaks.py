@@ -13,7 +13,7 @@ import torch
 from store_fixtures import CPU, db_url, make_task, ok_result, pg_url, sqlite_url, store
 
 from evaluator import Candidate
-from evaluator.cpu_peaks import measure_cpu_peaks
+from evaluator.cpu_peaks import copy_like, measure_cpu_peaks
 from evaluator.device import device_info
 from opforge.reports.leaderboard import leaderboard
 from opforge.run.peaks import ensure_cpu_peaks
@@ -28,6 +28,18 @@ def test_measured_peaks_are_finite_positive_and_use_torchs_thread_count():
     assert math.isfinite(peaks.copy_gbps) and peaks.copy_gbps > 0
     assert math.isfinite(peaks.peak_gflops) and peaks.peak_gflops > 0
     assert peaks.threads == torch.get_num_threads()
+
+
+def test_copy_like_moves_the_bytes_asked_into_a_fresh_output_each_call():
+    """The side-by-side yardstick copies half the bytes and writes as many, into a new tensor each call as a seed
+    allocates its result: the bytes it moves are the bytes a task's bound counts."""
+    copy, source = copy_like(3 << 20)
+    first, second = copy(source), copy(source)
+    assert source.numel() * source.element_size() * 2 == 3 << 20
+    assert torch.equal(first, source) and torch.equal(second, source)
+    assert first.data_ptr() != second.data_ptr() != source.data_ptr()  # a fresh output per call, none kept
+    copy, source = copy_like(4)
+    assert copy(source).numel() == 1  # never an empty copy
 
 
 def test_the_store_keeps_one_measurement_per_device_the_newest(store):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from evaluator.commands import Batch, Check, Load, Loop
 from evaluator.guards import Guards
 from evaluator.worker import Worker
 
@@ -75,8 +76,8 @@ def _earlier_children_are_not_the_candidates(monkeypatch: pytest.MonkeyPatch) ->
 def _worker(role: str) -> tuple[Worker, RecordingGuards, ScriptedChannel]:
     guards, channel = RecordingGuards(), ScriptedChannel()
     worker = Worker(channel, role, guards)  # type: ignore[arg-type]
-    worker.cmd_load({"device": "cpu", "task_source": TASK, "task_name": "relu_costs", "init_seeds": [1],
-                     "candidate_source": CANDIDATE})
+    worker.cmd_load(Load(device="cpu", task_source=TASK, task_name="relu_costs", init_seeds=(1,),
+                         candidate_source=CANDIDATE))
     assert channel.sent[-1]["status"] == "ready", channel.sent[-1]
     guards.calls.clear()
     return worker, guards, channel
@@ -87,7 +88,7 @@ def test_both_roles_pay_the_same_checks_in_a_timed_batch(tmp_path: Path, monkeyp
     seen = {}
     for role in ("reference", "candidate"):
         worker, guards, channel = _worker(role)
-        worker.cmd_batch({"variant": 0, "seeds": [1, 2, 3], "calls": True})
+        worker.cmd_batch(Batch(variant=0, seeds=(1, 2, 3), calls=True))
         assert channel.sent[-1] == {"status": "batched"}
         seen[role] = list(guards.calls)
     assert seen["reference"] == seen["candidate"] == ["copy_ops"] * 3
@@ -97,7 +98,7 @@ def test_both_roles_pay_the_same_checks_in_a_timed_batch(tmp_path: Path, monkeyp
 def test_the_deep_check_comes_on_its_own_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     worker, guards, channel = _worker("candidate")
-    worker.cmd_check({})
+    worker.cmd_check(Check())
     assert channel.sent[-1] == {"status": "checked"}
     assert "dispatcher(deep=True)" in guards.calls
 
@@ -106,5 +107,5 @@ def test_the_energy_loop_runs_back_to_back_calls_for_as_long_as_asked(tmp_path: 
                                                                          monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     worker, _, channel = _worker("candidate")
-    worker.cmd_loop({"variant": 0, "seed": 7, "seconds": 0.05})
+    worker.cmd_loop(Loop(variant=0, seed=7, seconds=0.05))
     assert channel.sent[-1]["status"] == "looped" and channel.sent[-1]["calls"] > 1

@@ -1,0 +1,198 @@
+"""The correctness trials of one evaluation, in the trusted driver: their plan, their loop, and the recheck of the
+calls that were timed. Each trial runs the reference and the candidate on the same fresh inputs and compares the
+outputs here (`correctness.compare`); the candidate's worker reports facts and never judges.
+
+The plan, on the benchmark shape: `cfg.trials` trials on the task's inputs, one on N(0, 1) * 4, one at a large
+magnitude (where a narrower format overflows or a bound saturates), the two cache probes (called once on other
+inputs first, then on the trial's inputs refilled into the same tensors, or on a near copy of them); and on every
+other shape variant, one on the task's inputs and one on N(0, 1) * 4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from evaluator.commands import Load, Run
+from evaluator.config import EvalConfig
+from evaluator.connection import Refused, WorkerConnection
+from evaluator.correctness import compare
+from evaluator.energy import EnergyFigure
+from evaluator.gpu_memory import steady_peak
+from evaluator.measure import Measurement, fresh_seed
+from evaluator.probes import all_finite, expected_in_domain
+from evaluator.result import Status
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    variant: int
+    distribution: str  # task | normal | large | perturbed
+    probe: str | None = None  # same-tensors | near-copy: a cache's chance to return a stale result
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the trials found: one record per trial, the worst errors (the large-magnitude trial left out: errors at
+    1e5 would swamp the figure users read as the accuracy), per kernel the fewest launches of a plain trial, the
+    steady peak memory of both sides, the worker's notes, and the first failure's reason (None: all correct)."""
+
+    trials: tuple[dict[str, Any], ...]
+    max_abs_error: float
+    max_rel_error: float
+    kernels: dict[str, int] | None
+    peak_memory_bytes: int | None
+    reference_peak_memory_bytes: int | None
+    notes: tuple[str, ...]
+    failure: str | None = None
+
+
+def plan(cfg: EvalConfig, n_variants: int) -> tuple[Trial, ...]:
+    trials = [Trial(0, "task")] * max(cfg.trials, 1)
+    trials += [Trial(0, "normal"), Trial(0, "large")]
+    trials += [Trial(0, "task", "same-tensors"), Trial(0, "perturbed", "near-copy")]
+    for v in range(1, n_variants):
+        trials += [Trial(v, "task"), Trial(v, "normal")]
+    return tuple(trials)
+
+
+def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, trials: tuple[Trial, ...],
+               tolerance: dict[str, float] | None) -> Checked:
+    """Runs `trials` in order and stops at the first incorrect one. Refuses (raises `Refused`) a candidate that
+    launched no kernel where the reference had work to do, unless PyTorch-only candidates are allowed."""
+    probe_seed = fresh_seed()
+    records: list[dict[str, Any]] = []
+    fewest: dict[str, int] | None = None
+    worst_abs = worst_rel = 0.0
+    peaks: list[tuple[Any, Any]] = []  # (candidate, reference) per plain trial of the benchmark shape
+    notes: set[str] = set()  # facts the worker reports for the verdict (autotune under the interpreter)
+    task_finite = True  # whether the task's own inputs gave a finite reference (probes must stay so)
+
+    def checked(failure: str | None = None) -> Checked:
+        peak, ref_peak = steady_peak(peaks)
+        return Checked(tuple(records), worst_abs, worst_rel, fewest, peak, ref_peak, tuple(sorted(notes)), failure)
+
+    for i, trial in enumerate(trials):
+        seed = probe_seed if trial.probe == "near-copy" else fresh_seed()
+        run = Run(variant=trial.variant, seed=seed, distribution=trial.distribution, trace=True)
+        record: dict[str, Any] = {"variant": trial.variant, "distribution": trial.distribution, "probe": trial.probe}
+        primed = run if trial.probe is None else replace(run, prime_seed=probe_seed,
+                                                         reuse_tensors=trial.probe == "same-tensors")
+        first_of_variant = i == 0 or trial.variant != trials[i - 1].variant
+        timeout_s, doing = cfg.compile_timeout_s if first_of_variant else cfg.run_timeout_s, f"correctness trial {i + 1}"
+        if trial.distribution == "task":
+            # The reference's outputs cannot change what the candidate is asked (no redraw on the task's own
+            # inputs), so both workers compute at once.
+            ref.ask(run)
+            cand.ask(primed)
+            expected_reply, expected = ref.recv(cfg.run_timeout_s, "computing expected outputs")
+            got_reply, got = cand.recv(timeout_s, doing)
+        else:
+            in_domain = expected_in_domain(ref, run, cfg, task_finite)
+            if in_domain is None:
+                records.append(record | {"skipped": "the reference is not finite on these inputs, though it is on "
+                                                    "the task's own"})
+                continue
+            run, expected_reply, expected = in_domain
+            primed = run if trial.probe is None else replace(primed, scale=run.scale)
+            got_reply, got = cand.request(primed, timeout_s, doing)
+        if i == 0:
+            task_finite = all_finite(expected)
+        notes.update(str(n) for n in got_reply.get("notes") or ())
+        if not cfg.allow_torch:
+            refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(expected_reply.get("ops", [])))
+        if trial == Trial(0, "task"):
+            peaks.append((got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")))
+            kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
+            fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
+        verdict = compare(expected, got, tolerance, scaled_atol=trial.distribution == "large")
+        if trial.distribution != "large":
+            worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
+        records.append(record | {"max_abs_error": verdict.max_abs_error, "max_rel_error": verdict.max_rel_error,
+                                 "ok": verdict.ok})
+        if not verdict.ok:
+            return checked(f"trial {i + 1} ({_where(trial)}, {_inputs(trial, run)}): {verdict.reason}")
+    return checked()
+
+
+def recheck_timed(ref: WorkerConnection, kept: list[tuple[int, list[torch.Tensor]]], cfg: EvalConfig,
+                  tolerance: dict[str, float] | None) -> str | None:
+    """The reference recomputes each timed call whose outputs came back; the first mismatch's reason, or None.
+    Every recompute is asked for at once: the reference computes the next while the driver compares."""
+    for seed, _ in kept:
+        ref.ask(Run(variant=0, seed=seed))
+    for _, got in kept:
+        _, expected = ref.recv(cfg.run_timeout_s, "recomputing a timed call")
+        verdict = compare(expected, got, tolerance)
+        if not verdict.ok:
+            return ("a timed call on fresh inputs returned a wrong result (cached results or work left running past "
+                    f"the return?): {verdict.reason}")
+    return None
+
+
+def _where(trial: Trial) -> str:
+    return f"shape variant {trial.variant}" if trial.variant else "the benchmark shape"
+
+
+def _inputs(trial: Trial, run: Run) -> str:
+    if trial.probe == "same-tensors":
+        return "new values in the same input tensors as an earlier call"
+    return {"normal": "standard-normal inputs", "perturbed": "inputs nearly equal to an earlier call's",
+            "large": f"inputs of magnitude {run.scale or 0:g}"}.get(trial.distribution, "the task's inputs")
+
+
+def refuse_pytorch_only(trial: int, launches: int, reference_ops: set[str]) -> None:
+    """Every call that has work to do must launch a custom kernel that did work (PyTorch computing at the output's
+    scale, and outputs no kernel wrote, are refused in the worker, where the call is watched)."""
+    if launches == 0 and reference_ops:
+        raise Refused(Status.REJECTED, f"the candidate launched no custom kernel that did work in trial {trial + 1} "
+                                       "(no Triton or CUDA extension call stored anything); PyTorch-only candidates "
+                                       "need --allow-torch")
+
+
+def refuse_other_work_when_timed(checked: dict[str, int], timed: dict[str, int]) -> None:
+    """A timed call must launch every kernel that every checked call launched: a candidate that can tell checked
+    calls from timed ones must not time cheaper work than it was checked on. How often may follow the data (a
+    compaction launches per surviving block), so only presence is compared."""
+    for kernel, n in sorted(checked.items()):
+        if n > 0 and timed.get(kernel, 0) < 1:
+            raise Refused(Status.REJECTED, f"when timed, the candidate never launched {kernel.split(':', 1)[-1]}, "
+                                           f"which it launched in every call whose results were checked: the timed "
+                                           "calls did other work than the checked ones")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """Both workers loaded: the reference's load command (replayed by the compile baseline and by a reference
+    failure's blame), the task's shape variants, its tolerance, and the note when timed on INTERPRETER_SHAPE."""
+
+    load: Load
+    variants: int
+    tolerance: dict[str, float] | None
+    shape_note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    measurement: Measurement
+    candidate_energy: EnergyFigure | None
+    reference_energy: EnergyFigure | None
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    """The worker's speedup and, above the suspicious threshold, what the driver's clock made of it."""
+
+    speedup: float
+    suspicious: bool = False
+    outer_speedup: float = 0.0
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Profiled:
+    metrics: dict[str, float]
+    ncu_problem: str | None = None
+    perf_note: str | None = None     # what perf stat could not count, or why it could not run
