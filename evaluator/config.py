@@ -16,7 +16,7 @@ class EvalConfig:
     trials: int = 3                       # correctness trials with fresh seeds, per shape variant
     warmup_ms: float = 25.0
     max_timing_s: float = 2.0             # time cap for each side's timed repetitions
-    min_reps: int = 5
+    min_reps: int = 10                     # timed calls per side at least, whatever the time cap (measure.py)
     max_reps: int = 1000
     target_rse: float = 0.01              # stop repeating once the median's relative standard error is below this
     suspicious_speedup: float = 10.0      # above this, re-measure from the driver's own clock

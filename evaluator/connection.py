@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from evaluator.commands import Command, Exit
 from evaluator.result import Status
 from evaluator.sandbox import WorkerHandle, Zygote
 from evaluator.task import TaskError
@@ -26,11 +27,11 @@ class WorkerConnection:
     def __init__(self, zygote: Zygote, handle: WorkerHandle, nonce: str, role: str, task_label: str):
         self.zygote, self.handle, self.role, self.task_label = zygote, handle, role, task_label
         self.channel = Channel(handle.sock, nonce)
-        self.last_request: dict[str, Any] | None = None
+        self.last_request: Command | None = None
 
-    def send(self, header: dict[str, Any]) -> None:
+    def send(self, cmd: Command) -> None:
         try:
-            self.channel.send(header)
+            self.channel.send(cmd.to_wire())
         except OSError:
             raise self._failure(Status.CRASHED, "died while receiving a command") from None
 
@@ -53,10 +54,14 @@ class WorkerConnection:
             raise Refused(Status(status), str(reply.get("reason") or status), str(reply.get("log") or ""))
         return reply, tensors
 
-    def request(self, header: dict[str, Any], timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        self.last_request = header  # what a failure can be replayed with (evaluate.py: the reference alone)
-        self.send(header)
+    def request(self, cmd: Command, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.ask(cmd)
         return self.recv(timeout_s, doing)
+
+    def ask(self, cmd: Command) -> None:
+        """Send a request whose reply `recv` reads later (the driver keeps both workers busy meanwhile)."""
+        self.last_request = cmd  # what a failure can be replayed with (evaluate.py: the reference alone)
+        self.send(cmd)
 
     def _failure(self, status: Status, what: str) -> Exception:
         """A candidate's failure is its verdict; the reference's is the task's problem (it runs only trusted code)."""
@@ -69,7 +74,7 @@ class WorkerConnection:
 
     def close(self) -> None:
         try:
-            self.channel.send({"cmd": "exit"})
+            self.channel.send(Exit().to_wire())
         except OSError:
             pass
         self.zygote.kill(self.handle)

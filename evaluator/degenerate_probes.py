@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dataclasses import replace
+
+from evaluator.commands import Run
 from evaluator.connection import WorkerConnection
 from evaluator.degeneracy import Probes, describe_facts, judge
 from evaluator.measure import fresh_seed
@@ -14,8 +17,8 @@ from evaluator.task import TaskError
 def probe_task(conn: WorkerConnection, timeout_s: float, seed: int, base: list[Any],
                       inputs: tuple[dict[str, Any], ...], tolerance: dict[str, float] | None) -> tuple[list, list]:
     """The probe runs of the degenerate-task check on the benchmark shape; `degeneracy.judge` decides."""
-    run = {"cmd": "run", "variant": 0, "seed": seed}
-    _, other_seed = conn.request({**run, "seed": fresh_seed()}, timeout_s, "running the task on a second seed")
+    run = Run(variant=0, seed=seed)
+    _, other_seed = conn.request(replace(run, seed=fresh_seed()), timeout_s, "running the task on a second seed")
     by_input, notes, fresh = {}, [], fresh_seed()
     other_weights, facts = None, describe_facts({})
     try:
@@ -24,13 +27,13 @@ def probe_task(conn: WorkerConnection, timeout_s: float, seed: int, base: list[A
                 notes.append(f"input {i} is a plain value ({d.get('value')}), not a tensor; its influence is not "
                              "checked")
                 continue
-            r, out = conn.request({**run, "fresh_input": i, "fresh_seed": fresh}, timeout_s, f"redrawing input {i}")
+            r, out = conn.request(replace(run, fresh_input=i, fresh_seed=fresh), timeout_s, f"redrawing input {i}")
             if (r.get("probe") or {}).get("input_changed"):
                 by_input[i] = out
             else:
                 notes.append(f"input {i} ({d['dtype']}) is the same for every seed (a constant such as a mask or an "
                              "index); its influence is not checked")
-        r, other_weights = conn.request({**run, "init_seed": fresh_seed()}, timeout_s, "running with other weights")
+        r, other_weights = conn.request(replace(run, init_seed=fresh_seed()), timeout_s, "running with other weights")
         facts = describe_facts(r.get("probe") or {})
     except TaskError as exc:  # redrawn values the task cannot take: what was measured so far still counts
         reason = str(exc).removeprefix(f"{conn.task_label}: ")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
+import sys
 
 import torch
 
@@ -18,11 +20,7 @@ def resolve_device(requested: str) -> str:
 
 
 def device_info(kind: str) -> DeviceInfo:
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
+    triton_version = _triton_version()
     if kind == "cuda":
         return DeviceInfo(kind="cuda", name=torch.cuda.get_device_name(0), interpreted=False, driver=_driver_version(),
                           torch_version=torch.__version__, triton_version=triton_version,
@@ -30,6 +28,24 @@ def device_info(kind: str) -> DeviceInfo:
     cpu = platform.processor() or platform.machine() or "cpu"
     return DeviceInfo(kind="cpu", name=f"CPU {cpu}", interpreted=True, torch_version=torch.__version__,
                       triton_version=triton_version)
+
+
+def _triton_version() -> str | None:
+    """Triton's version, read from its installed metadata where this process has not imported it: the driver never
+    runs Triton, and importing it costs a cold evaluation half a second of CPU beside the starting zygotes."""
+    module = sys.modules.get("triton")
+    if module is not None:
+        return getattr(module, "__version__", None)
+    for distribution in ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu"):
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        import triton
+    except ImportError:
+        return None
+    return getattr(triton, "__version__", None)
 
 
 def _driver_version() -> str | None:

@@ -2,10 +2,12 @@
 actors on one machine, Nsight Compute): a cross-process lock per device, `flock` on a lock file under the user's
 runtime or cache folder.
 
-Held around what is timed or profiled (interleaved timing, the driver's own clock checks, the torch.compile
-baseline, the energy loop, ncu); correctness trials and builds run outside it. On the CPU it gives the timed phase the
-cores to itself as far as other evaluations go. An `flock` belongs to an open file description, so two evaluators in
-one process exclude each other too, and the kernel releases it when its holder dies.
+Held exclusively around what is timed or profiled (interleaved timing, the driver's own clock checks, the
+torch.compile baseline, the energy loop, ncu). On a CPU, correctness trials and builds hold it shared: they run beside
+each other but never beside a timed phase, which so has the cores to itself as far as other evaluations go (on a GPU
+they overlap it: they run on the host or queue behind the timed kernels). A turnstile (a second lock file) keeps a
+waiting timed phase ahead of shared work that comes later. An `flock` belongs to an open file description, so two
+evaluators in one process exclude each other too, and the kernel releases it when its holder dies.
 """
 
 from __future__ import annotations
@@ -55,19 +57,8 @@ class DeviceLock:
 
     @contextlib.contextmanager
     def held(self, what: str, timeout_s: float = 3600.0) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise DeviceBusy(f"the {self.key} device stayed busy with another evaluation's timed phase "
-                                         f"for {timeout_s:.0f} s") from None
-                    time.sleep(self.poll_s)
+        """The device's timed phase, exclusively: no other timed phase, nor (on a CPU) any work held `shared`."""
+        with self._locked(fcntl.LOCK_EX, what, timeout_s, "timed phase"):
             if self.observer:
                 self.observer("start", self.key, what)
             try:
@@ -75,6 +66,44 @@ class DeviceLock:
             finally:
                 if self.observer:
                     self.observer("end", self.key, what)
+
+    @contextlib.contextmanager
+    def shared(self, what: str, timeout_s: float = 3600.0) -> Iterator[None]:
+        """Work that may run beside other such work but never beside a timed phase (on a CPU: correctness trials and
+        builds, which would take the timed phase's cores). A timed phase that is waiting goes first: newcomers queue
+        behind it at the turnstile, so a stream of trials cannot starve it."""
+        with self._locked(fcntl.LOCK_SH, what, timeout_s, "shared phase"):
+            yield
+
+    @contextlib.contextmanager
+    def _locked(self, mode: int, what: str, timeout_s: float, label: str) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout_s
+        gate = os.open(self.path.with_suffix(".turnstile"), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self._acquire(gate, fcntl.LOCK_EX, deadline, timeout_s)  # in line behind a waiting timed phase
+            try:
+                if mode == fcntl.LOCK_SH:
+                    fcntl.flock(gate, fcntl.LOCK_UN)  # through the turnstile at once: readers never wait in it
+                self._acquire(fd, mode, deadline, timeout_s)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)  # a timed phase keeps the turnstile only until it holds the device
+            try:
+                yield
+            finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+            os.close(gate)
+
+    def _acquire(self, fd: int, mode: int, deadline: float, timeout_s: float) -> None:
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise DeviceBusy(f"the {self.key} device stayed busy with another evaluation's timed phase "
+                                     f"for {timeout_s:.0f} s") from None
+                time.sleep(self.poll_s)

@@ -130,6 +130,7 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
                    meter: EnergyMeter | None = None) -> tuple[EnergyFigure | None, EnergyFigure | None]:
     """(candidate, reference) figures, each side's loop run by its worker (`loop` command); the driver holds the
     device's timed phase around this (device_lock.py)."""
+    from evaluator.commands import Loop
     from evaluator.measure import fresh_seed
     loop_s = float(getattr(cfg, "energy_loop_s", LOOP_S))
     meter = meter if meter is not None else _meter(kind) if loop_s > 0 else None
@@ -138,7 +139,7 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
 
     def runner(conn: Any) -> Callable[[float], int]:
         def run(seconds: float) -> int:
-            reply, _ = conn.request({"cmd": "loop", "variant": 0, "seed": fresh_seed(), "seconds": seconds},
+            reply, _ = conn.request(Loop(variant=0, seed=fresh_seed(), seconds=seconds),
                                     cfg.run_timeout_s, "the energy loop")
             return int(reply.get("calls", 0))
         return run

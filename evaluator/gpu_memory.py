@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evaluator.commands import Command, Load, Run
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.measure import fresh_seed
@@ -20,11 +21,10 @@ from evaluator.task import Task, TaskError
 
 
 def blame_reference_failure(connect: Callable[[], WorkerConnection], task: Task, cfg: EvalConfig, dev: DeviceInfo,
-                            error: TaskError, load: dict[str, Any], failed: dict[str, Any] | None) -> EvalResult:
+                            error: TaskError, load: Load, failed: Command | None) -> EvalResult:
     """Replay `failed` (the reference's last request; a plain run where it was not one) in a reference worker from
     `connect`, after `load`. Raises `error` when the reference fails alone too."""
-    replay = failed if failed is not None and failed.get("cmd") == "run" else \
-        {"cmd": "run", "variant": 0, "seed": fresh_seed()}
+    replay = failed if isinstance(failed, Run) else Run(variant=0, seed=fresh_seed())
     conn = connect()
     try:
         conn.request(load, cfg.compile_timeout_s, "loading the task alone")

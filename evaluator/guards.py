@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import _thread
 import builtins
-import hashlib
 from operator import is_
 import os
 import random
@@ -19,14 +18,16 @@ import types
 from typing import Any, Callable
 
 import torch
-import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed on import; import it before any snapshot
 
-from evaluator import audit_hook, kernel_stores
+from evaluator import audit_hook, kernel_stores, process_tree
+from evaluator.dispatch_table import dispatch_dump, dispatch_table, take_primed_dispatch, without_meta
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
                     "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
-                    "evaluator.wire", "evaluator.worker", "evaluator.kernel_stores", "triton.runtime.interpreter",
+                    "evaluator.wire", "evaluator.worker", "evaluator.commands", "evaluator.candidate_import",
+                    "evaluator.call_checks", "evaluator.dispatch_table",
+                    "evaluator.kernel_stores", "triton.runtime.interpreter",
                     "triton.runtime.autotuner", "evaluator.observer", "evaluator.op_trace", "evaluator.call_watch",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec",
@@ -34,7 +35,6 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
 
-_DISPATCH_KEYS_IGNORED = ("Meta",)  # PyTorch registers meta (shape-only) kernels lazily: no data flows through them
 COPY_OPS_CHECK_SHARE = 0.25
 _COPY_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::empty_like", "aten::empty_strided",
              "aten::empty.memory_format", "aten::detach", "aten::alias", "aten::contiguous",
@@ -63,12 +63,16 @@ class Guards:
         self._views: list[tuple[Any, tuple[str, ...], tuple[Any, ...]]] = []
         self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
+        # The process's OS threads (/proc/self/task): what native code starts is invisible to Python's count. Counted
+        # on a CPU only (a GPU's runtime starts threads of its own lazily); None until the snapshot.
+        self.os_thread_count: Callable[[], int] = process_tree.os_thread_count
+        self.baseline_os_threads: int | None = None
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
         self.build_client: Callable[..., tuple[dict[str, Any], list[Any]]] | None = None  # (spec, kind="cuda")
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
         self.collecting = False  # record the builds only (the build stage), returning stubs
         self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
-        self._dispatch: dict[str, str] = {}
+        self._dispatch: dict[str, str] = {}  # operator name -> its dispatch table's text at the snapshot
 
     # -- reaching the harness -------------------------------------------------------------------------------------
     def install_audit_hook(self, candidate_module: str) -> None:
@@ -100,11 +104,22 @@ class Guards:
         if self.draw() >= COPY_OPS_CHECK_SHARE:
             return None
         changed = None
-        for name in _COPY_OPS:  # every digest computed, snapshot or not: the same cost in both workers
-            digest, now = self._dispatch.get(name), _dispatch_digest(name)
-            if changed is None and digest is not None and now != digest:
+        for name in _COPY_OPS:  # every table read, snapshot or not: the same cost in both workers
+            if not self._same_kernels(name, dispatch_dump(name)) and changed is None:
                 changed = f"the kernels of {name}"
         return changed
+
+    def _same_kernels(self, name: str, now: str) -> bool:
+        """Whether an operator's kernels are those of the snapshot (True where there is none). The dump's text is
+        compared as it is first (one string comparison at C speed); only where it differs are the meta kernels
+        set aside, and a text that differs only by them becomes the new reference."""
+        before = self._dispatch.get(name)
+        if before is None or now == before:
+            return True
+        if without_meta(now) != without_meta(before):
+            return False
+        self._dispatch[name] = now
+        return True
 
     def dispatcher_changed(self, deep: bool) -> str | None:
         """A dispatch or function mode left active (it would see every tensor operation of the harness); with
@@ -116,8 +131,8 @@ class Guards:
             return "the Python dispatcher left enabled (Python kernels registered with py_impl would run)"
         if not deep:
             return None
-        for name, digest in self._dispatch.items():
-            if _dispatch_digest(name) != digest:
+        for name in list(self._dispatch):
+            if not self._same_kernels(name, dispatch_dump(name)):
                 return f"the kernels of {name}"
         return None
 
@@ -224,10 +239,14 @@ class Guards:
     # -- tampering ------------------------------------------------------------------------------------------------
     def take_snapshot(self, dispatcher: bool = False) -> None:
         """What `tampered` compares with; with `dispatcher` (the candidate's worker; about 50 ms) the dispatch
-        table too, for `dispatcher_changed(deep=True)`."""
+        table too, for `dispatcher_changed(deep=True)`, and on a CPU the count of the process's OS threads."""
         self.baseline_threads = self.thread_count()
+        self.baseline_os_threads = None
+        if dispatcher and not torch.cuda.is_initialized():  # the candidate's worker, on a CPU
+            process_tree.warm_thread_pools()  # OpenMP's pool and the profiler's thread exist before the count, as in any worker
+            self.baseline_os_threads = self.os_thread_count()
         if dispatcher:
-            self._dispatch = _take_primed_dispatch() or dispatch_table()
+            self._dispatch = take_primed_dispatch() or dispatch_table()
         for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:
@@ -288,7 +307,13 @@ class Guards:
         return None
 
     def extra_threads(self) -> int:
-        return self.thread_count() - self.baseline_threads
+        """Threads beyond those before the candidate: Python's, and on a CPU the process's OS threads, so that a
+        native kernel that raised OpenMP's thread count (its pool keeps the extra threads) or left a pthread running
+        is seen too."""
+        extra = self.thread_count() - self.baseline_threads
+        if self.baseline_os_threads is not None:
+            extra = max(extra, self.os_thread_count() - self.baseline_os_threads)
+        return extra
 
     # -- outputs --------------------------------------------------------------------------------------------------
     def output_problem(self, outputs: list[Any], inputs: list[Any]) -> str | None:
@@ -329,31 +354,8 @@ def install_compiled_launch_counter(counter: dict[str, int], kernel_class: Any =
     kernel_class.launch_metadata = launch_metadata
 
 
-_primed_dispatch: list[dict[str, str]] = []
-
-
-def prime_dispatch_snapshot() -> None:
-    """Take the dispatch table's snapshot once in the zygote, before it forks workers: each worker then takes it
-    over (and drops this module's reference) instead of spending ~50 ms on its own."""
-    _primed_dispatch[:] = [dispatch_table()]
-
-
-def _take_primed_dispatch() -> dict[str, str] | None:
-    return _primed_dispatch.pop() if _primed_dispatch else None
-
-
-def dispatch_table() -> dict[str, str]:
-    """A digest of every operator's registered kernels (meta kernels aside), by operator name."""
-    return {name: _dispatch_digest(name) for name in torch._C._dispatch_get_all_op_names()}
-
-
 def _contents(namespace: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     return tuple(namespace), tuple(namespace.values())
-
-
-def _dispatch_digest(name: str) -> str:
-    lines = [line for line in torch._C._dispatch_dump(name).splitlines() if not line.startswith(_DISPATCH_KEYS_IGNORED)]
-    return hashlib.blake2b("\n".join(lines).encode(), digest_size=8).hexdigest()
 
 
 def _programs(grid: Any) -> int | None:

@@ -118,7 +118,7 @@ def unknown_metrics(output: str, metrics: Sequence[str]) -> list[str]:
     return [m for m in metrics if any(m in line for line in errors)]
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
+def run_in_session(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
     """Run ncu in a session of its own; on timeout, or once it is done, its whole process group is killed (the
     profiled process and anything it left behind)."""
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -171,7 +171,7 @@ def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, in
             report = job / "ncu.csv"
             report.unlink(missing_ok=True)
             with FileBuildServer(job, build_answer, timeout_s):
-                code, output = _run(ncu_command(ncu, target, str(report), metrics), env, job, timeout_s)
+                code, output = run_in_session(ncu_command(ncu, target, str(report), metrics), env, job, timeout_s)
             text = report.read_text(errors="replace") if report.exists() else ""
             if code is None:
                 return NcuReport({}, f"Nsight Compute did not finish within {timeout_s:g} s", tuple(dropped))

@@ -1,8 +1,9 @@
-"""The build cache for the process Nsight Compute profiles: its load_inline calls are answered by the driver's
-`BuildServer` (so a profile reuses the evaluation's cached builds instead of rebuilding everything), over files in the
-job folder, since ncu starts that process and no socket of ours reaches it.
+"""The build cache for the process a profiler (Nsight Compute, or `perf stat`: perf_stat.py) runs: its load_inline and
+load_c calls are answered by the driver's `BuildServer` (so a profile reuses the evaluation's cached builds instead of
+rebuilding everything), over files in the job folder, since the profiler starts that process and no socket of ours
+reaches it.
 
-The target writes `builds/<n>.req.json` (a spec) and waits for `builds/<n>.rep.json` (the verdict) and, for a linked
+The target writes `builds/<n>.req.json` (the spec and its kind: cuda or native) and waits for `builds/<n>.rep.json` (the verdict) and, for a linked
 build, `builds/<n>.so`; each file appears by an atomic rename. The driver validates every spec as it does a worker's.
 """
 
@@ -18,7 +19,9 @@ from typing import Any
 
 import torch
 
-Answer = Callable[[Any, float], tuple[dict[str, Any], list[torch.Tensor]]]  # BuildServer.answer
+from evaluator.commands import Built
+
+Answer = Callable[[Any, float, Any], tuple[Built, list[torch.Tensor]]]  # BuildServer.answer (spec, timeout, kind)
 POLL_S = 0.05
 
 
@@ -57,12 +60,14 @@ class FileBuildServer:
                 done.add(n)
                 try:
                     raw = json.loads(req.read_text()[:1_000_000])
-                    header, blobs = self.answer(raw, self.timeout_s)
+                    if not isinstance(raw, dict):
+                        raise ValueError("not a JSON object")
+                    built, blobs = self.answer(raw.get("spec"), self.timeout_s, raw.get("kind"))
                 except (OSError, ValueError) as exc:
-                    header, blobs = {"cmd": "built", "verdict": "refused", "log": f"unreadable build request: {exc}"}, []
+                    built, blobs = Built("refused", f"unreadable build request: {exc}"), []
                 if blobs:
                     _write_atomic(self.dir / f"{n}.so", blobs[0].numpy().tobytes())
-                _write_atomic(self.dir / f"{n}.rep.json", json.dumps({**header, "blobs": len(blobs)}).encode())
+                _write_atomic(self.dir / f"{n}.rep.json", json.dumps({**built.to_wire(), "blobs": len(blobs)}).encode())
                 self.answered += 1
             self._stop.wait(POLL_S)
 
@@ -80,14 +85,15 @@ class FileChannel:
         self.last = header
         if header.get("status") == "build":
             self._n += 1
-            _write_atomic(self.dir / f"{self._n}.req.json", json.dumps(header.get("spec")).encode())
+            request = {"spec": header.get("spec"), "kind": header.get("kind")}  # kind: cuda, or native (load_c)
+            _write_atomic(self.dir / f"{self._n}.req.json", json.dumps(request).encode())
 
     def recv(self) -> tuple[dict[str, Any], list[torch.Tensor]]:
         rep = self.dir / f"{self._n}.rep.json"
         deadline = time.monotonic() + self.timeout_s
         while not rep.exists():
             if time.monotonic() > deadline:
-                return {"cmd": "built", "verdict": "skipped"}, []
+                return Built("skipped").to_wire(), []
             time.sleep(POLL_S)
         header = json.loads(rep.read_text())
         blobs = []

@@ -1,4 +1,6 @@
-"""The process Nsight Compute profiles: one call of the candidate inside the NVTX range `opforge` (see ncu.py).
+"""The process a profiler runs: one call of the candidate inside the NVTX range `opforge` for Nsight Compute (see
+ncu.py), or between `enable` and `disable` written to `perf stat`'s control FIFO (job `perf_control`, perf_stat.py),
+so that only that call is counted.
 
 It is hardened exactly as a candidate worker (`hardening.harden`: device warm-up, network namespace, no capabilities,
 limits, the GPU memory cap, the dispatch guard, the audit hook), and its load_inline builds come from the driver's
@@ -18,28 +20,48 @@ from pathlib import Path
 import torch
 
 
+class PerfControl:
+    """`perf stat --control fifo:CTL,ACK`'s other end: each command is written to CTL and acknowledged on ACK."""
+
+    def __init__(self, job_dir: Path, names: list[str]) -> None:
+        self.ctl = os.open(job_dir / names[0], os.O_WRONLY)
+        self.ack = os.open(job_dir / names[1], os.O_RDONLY)
+
+    def command(self, word: str) -> None:
+        os.write(self.ctl, word.encode() + b"\n")
+        os.read(self.ack, 16)  # "ack\n" once perf has switched the counters
+
+
 def main() -> None:
     job_dir = Path(sys.argv[1])
     job = json.loads((job_dir / "job.json").read_text())
     device = str(job.get("device", "cuda"))
-    os.chdir(tempfile.mkdtemp(prefix="opforge-ncu-target-"))
+    work = tempfile.mkdtemp(prefix="opforge-ncu-target-")
+    os.chdir(work)
+    for var in ("TMPDIR", "HOME"):  # as in a zygote's worker: caches and temporary files stay where it may write
+        os.environ[var] = work
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(work, "torch-extensions")
+    tempfile.tempdir = work
+    perf = PerfControl(job_dir, job["perf_control"]) if job.get("perf_control") else None  # before the audit hook
+    from evaluator.commands import Load
     from evaluator.guards import Guards
     from evaluator.hardening import Limits, assert_fork_safe, harden
     from evaluator.ncu import NVTX_RANGE
     from evaluator.ncu_builds import FileChannel
     from evaluator.worker import CANDIDATE_MODULE, Worker
 
+    import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed when imported: before any guard, as in a zygote
     assert_fork_safe()
     guards = Guards()
     harden(device, "candidate", guards, Limits(cpu_s=int(job.get("cpu_limit_s", 0)),
                                                gpu_memory_fraction=float(job.get("gpu_memory_fraction", 0.0))),
-           CANDIDATE_MODULE)
+           CANDIDATE_MODULE, writable=(str(job_dir),))  # its build requests go through files there
     channel = FileChannel(job_dir, float(job.get("build_timeout_s", 300)))
     worker = Worker(channel, "candidate", guards)  # type: ignore[arg-type]
-    worker.cmd_load({"task_source": job["task_source"], "task_name": job["task_name"], "device": device,
-                     "init_seeds": [job["init_seed"]] * 64,  # one per shape variant, as the driver sends
-                     "candidate_source": job["candidate_source"],
-                     "builds": True, "build_mode": "link"})
+    worker.cmd_load(Load(task_source=job["task_source"], task_name=job["task_name"], device=device,
+                         init_seeds=(int(job["init_seed"]),) * 64,  # one per shape variant, as the driver sends
+                         candidate_source=job["candidate_source"], builds=True, build_mode="link"))
     if channel.last.get("status") != "ready":
         print(f"opforge-ncu-target: {channel.last.get('status')}: {channel.last.get('reason')}", file=sys.stderr)
         raise SystemExit(3 if channel.last.get("status") == "rejected" else 1)
@@ -53,8 +75,12 @@ def main() -> None:
         timer.sync()
         if cuda:
             torch.cuda.nvtx.range_push(NVTX_RANGE)
+        if perf is not None:
+            perf.command("enable")
         model(*inputs)
         timer.sync()
+        if perf is not None:
+            perf.command("disable")
         if cuda:
             torch.cuda.nvtx.range_pop()
     problem = worker._refuse_reason()

@@ -10,10 +10,12 @@ one is planned, else skipped and said so in the trial's record.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 
+from evaluator.commands import Run
 from evaluator.config import EvalConfig
 from evaluator.connection import WorkerConnection
 from evaluator.task_runtime import LARGE_SCALES
@@ -23,14 +25,14 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point() or t.is_complex())
 
 
-def expected_in_domain(ref: WorkerConnection, run: dict[str, Any], cfg: EvalConfig,
-                       task_finite: bool) -> tuple[dict[str, Any], dict[str, Any], list[torch.Tensor]] | None:
+def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig,
+                       task_finite: bool) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
     """(the run as sent, the reference's reply, its outputs), or None when the probe leaves the reference's domain
     at every magnitude planned for it."""
-    dist = run.get("distribution", "task")
+    dist = run.distribution
     scales: tuple[float | None, ...] = LARGE_SCALES if dist == "large" else (None,)
     for scale in scales:
-        sent = run | ({"scale": scale} if scale is not None else {})
+        sent = replace(run, scale=scale) if scale is not None else run
         reply, expected = ref.request(sent, cfg.run_timeout_s, "computing expected outputs")
         if dist == "task" or not task_finite or all_finite(expected):
             return sent, reply, expected

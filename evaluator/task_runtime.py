@@ -19,6 +19,7 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-7, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 NORMAL_SCALE = 4.0  # the second distribution: standard normal, scaled so that negatives and large magnitudes appear
 LARGE_SCALES = (1e5, 1e3)  # the large-magnitude trial: the first of these that keeps the reference finite
+REDRAW_CHUNK_VALUES = (1 << 15) - 1  # below ATen's grain size (32768): each step on the calling thread
 JITTER_SCALE = 0.5  # parameters an init seed does not change (norm layers) move by this much of their mean magnitude
 
 
@@ -169,10 +170,37 @@ class TaskRuntime:
 
 
 def _redraw(x: torch.Tensor, gen: torch.Generator, scale: float) -> torch.Tensor:
-    """Every distinct value of `x` replaced by a fresh draw from N(0, 1) * scale (equal entries stay equal)."""
-    values, inverse = torch.unique(x.detach().reshape(-1), return_inverse=True)
-    fresh = torch.randn(values.numel(), generator=gen, dtype=torch.float32, device=gen.device) * scale
-    return fresh.to(x.device)[inverse].reshape(x.shape).to(x.dtype)
+    """Every distinct value of `x` replaced by a fresh draw from N(0, 1) * scale (equal entries stay equal).
+
+    The draw is a function of the value and of two salts drawn from `gen`: each value's float32 bits (-0.0 as 0.0)
+    are hashed twice (`_mix32`) into two 24-bit uniforms, and Box-Muller turns them into a normal value (its tail
+    cut at 5.9 sigma). Equal values get equal draws without sorting the input: `torch.unique` took 2 s of an
+    8-million-value input; this takes about a tenth. Float64 values equal in float32 share a draw. On a CPU the
+    values are hashed in chunks below ATen's grain size (`REDRAW_CHUNK_VALUES`): the twenty steps then run on the
+    calling thread from cache, without an OpenMP wake-up each (half the time on 2 busy cores; the same values)."""
+    salts = [int(v) for v in torch.randint(-2**31, 2**31 - 1, (2,), generator=gen, device=gen.device).tolist()]
+    flat = x.detach().reshape(-1)
+    chunk = REDRAW_CHUNK_VALUES if flat.device.type == "cpu" else max(flat.numel(), 1)
+    fresh = torch.empty(flat.shape, dtype=torch.float32, device=flat.device)
+    for start in range(0, flat.numel(), chunk):
+        bits = (flat[start:start + chunk].to(torch.float32) + 0.0).contiguous().view(torch.int32)
+        scratch = torch.empty_like(bits)
+        u1 = _mix32(bits ^ salts[0], scratch).bitwise_right_shift_(7).to(torch.float32).add_(0.5).mul_(2.0**-24)
+        u2 = _mix32(bits.bitwise_xor_(salts[1]), scratch).bitwise_right_shift_(7).to(torch.float32)
+        u2.mul_(2 * torch.pi * 2.0**-24)
+        fresh[start:start + chunk] = u1.log_().mul_(-2.0).sqrt_().mul_(u2.cos_()).mul_(scale)
+    return fresh.reshape(x.shape).to(x.device).to(x.dtype)
+
+
+def _mix32(h: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash finalizer (xor-shift-multiply rounds), in place on an int32 tensor: right shifts
+    masked to be logical, products wrapping modulo 2**32; the result is in 0..2**31-1 (31 bits)."""
+    for shift, mask, factor in ((16, 0xFFFF, 0x7FEB352D), (15, 0x1FFFF, -0x7B935975), (16, 0xFFFF, 0)):
+        torch.bitwise_right_shift(h, shift, out=scratch)
+        h.bitwise_xor_(scratch.bitwise_and_(mask))
+        if factor:
+            h.mul_(factor)  # 0x7FEB352D, then 0x846CA68B as a signed 32-bit integer
+    return h.bitwise_and_(0x7FFFFFFF)
 
 
 def seed_generators(seed: int) -> None:

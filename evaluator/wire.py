@@ -12,12 +12,14 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 _LEN = struct.Struct("!Q")
 MAX_FRAME_BYTES = 8 * 2**30
+FIRST_BUFFER_BYTES = 2**28
 
 _DTYPES = {str(d): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16, torch.int32,
@@ -37,17 +39,18 @@ class ProtocolError(Exception):
     """A frame that is malformed, too large, or lacks this evaluation's nonce."""
 
 
-def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict[str, Any]], list[bytes]]:
+def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict[str, Any]], list[memoryview]]:
+    """Each tensor's bytes as a view of its (CPU, contiguous) memory: sent without another copy."""
     metas, blobs = [], []
     for t in tensors:
         t = t.detach().to("cpu").contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""  # 0-d: reshape first
-        metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": len(raw)})
+        raw = t.reshape(-1).view(torch.uint8).numpy().data if t.numel() else memoryview(b"")  # 0-d: reshape first
+        metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": raw.nbytes})
         blobs.append(raw)
     return metas, blobs
 
 
-def decode_tensors(metas: list[dict[str, Any]], blobs: list[bytes]) -> list[torch.Tensor]:
+def decode_tensors(metas: list[dict[str, Any]], blobs: Sequence[bytes | bytearray]) -> list[torch.Tensor]:
     out = []
     for meta, raw in zip(metas, blobs, strict=True):
         dtype = _DTYPES.get(str(meta.get("dtype")))
@@ -62,7 +65,8 @@ def decode_tensors(metas: list[dict[str, Any]], blobs: list[bytes]) -> list[torc
         elem = torch.empty((), dtype=dtype).element_size()
         if numel * elem != len(raw):
             raise ProtocolError("tensor byte count does not match its shape")
-        t = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        writable = raw if isinstance(raw, bytearray) else bytearray(raw)  # received frames are bytearrays already
+        t = torch.frombuffer(writable, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
         out.append(t.reshape(shape))
     return out
 
@@ -79,7 +83,7 @@ class Channel:
         head = json.dumps({**header, "nonce": self.nonce, "tensors": metas}).encode()
         self.sock.sendall(_LEN.pack(len(head)) + head)
         for blob in blobs:
-            if blob:
+            if blob.nbytes:
                 self.sock.sendall(blob)
 
     def recv(self, timeout_s: float | None = None) -> tuple[dict[str, Any], list[torch.Tensor]]:
@@ -99,9 +103,16 @@ class Channel:
         blobs = [self._read(int(m["nbytes"]), deadline) for m in metas]
         return header, decode_tensors(metas, blobs)
 
-    def _read(self, n: int, deadline: float | None) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
+    def _read(self, n: int, deadline: float | None) -> bytearray:
+        """Exactly `n` bytes, received into one buffer (a tensor's bytes are not copied again). The buffer grows
+        with what arrives, from at most `FIRST_BUFFER_BYTES`: a header may promise far more than is ever sent."""
+        buf = bytearray(min(n, FIRST_BUFFER_BYTES))
+        view, got = memoryview(buf), 0
+        while got < n:
+            if got == len(buf):
+                view.release()
+                buf.extend(bytes(min(len(buf), n - len(buf))))  # doubling: a few copies at most
+                view = memoryview(buf)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -110,13 +121,14 @@ class Channel:
                 if not ready:
                     raise ChannelTimeout()
             try:
-                chunk = self.sock.recv(min(n - len(buf), 2**22))
+                k = self.sock.recv_into(view[got:], min(len(buf) - got, 2**22))
             except (ConnectionResetError, BrokenPipeError, OSError):
                 raise ChannelClosed() from None
-            if not chunk:
+            if not k:
                 raise ChannelClosed()
-            buf += chunk
-        return bytes(buf)
+            got += k
+        view.release()
+        return buf
 
     def close(self) -> None:
         try:

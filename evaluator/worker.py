@@ -8,25 +8,20 @@ launch counts, ops, timings, problems it saw) and the driver judges them.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import os
-import sys
-import traceback
-from pathlib import Path
 from typing import Any, cast
 
 import torch
 
-from evaluator import call_watch, interpreter_gaps, process_tree, timing, torch_profile
-from evaluator.guards import Guards, same_bits
+from evaluator import call_watch, interpreter_gaps, timing, torch_profile
+from evaluator.call_checks import after_call, idle, per_call, refuse_reason
+from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
+from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, NextCall, Profile, Run, Time, parse
+from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
-CANDIDATE_MODULE = "opforge_candidate"
-IDLE_MIN_WINDOW_S = 0.05   # idle windows shorter than this are not judged
-IDLE_CPU_FLOOR_S = 0.05    # CPU a worker may use while idle (message handling), and
-IDLE_CPU_SHARE = 0.25      # the share of the idle window it may use, whichever is larger
+__all__ = ["CANDIDATE_MODULE", "Worker"]  # CANDIDATE_MODULE: imported from here by zygote.py
 
 
 class Worker:
@@ -52,61 +47,36 @@ class Worker:
         idle_from: tuple[int, float] | None = None  # (wall ns, process CPU s) when the last command ended
         while True:
             try:
-                cmd, _ = self.recv()
+                header, _ = self.recv()
             except ChannelClosed:
                 return
-            name = cmd.get("cmd")
-            if name == "exit":
+            if header.get("cmd") == Exit.NAME:
                 return
             if idle_from is not None and self.enforce:
-                self._check_idle(*idle_from)
+                idle(self.guards, *idle_from)
             try:
-                getattr(self, f"cmd_{name}")(cmd)
+                cmd = parse(header)  # an unknown command or field: a runtime_error naming it
+                getattr(self, f"cmd_{cmd.NAME}")(cmd)
             except ChannelClosed:
                 return
             except Exception as exc:  # a failure of the code under test, reported as data
                 if self.enforce and self.guards.refusals:
-                    self.send({"status": "rejected", "reason": self.guards.refusals[0], "log": _tail()})
+                    self.send({"status": "rejected", "reason": self.guards.refusals[0], "log": tail()})
                 else:
-                    self.send({"status": "runtime_error", "reason": _with_hint(exc), "log": _tail()})
+                    self.send({"status": "runtime_error", "reason": _with_hint(exc), "log": tail()})
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
-    def _check_copy_ops(self) -> None:
-        """Right after a call, before the harness copies its outputs or uses a builtin: the builtins are the ones
-        captured at load (a hook on `isinstance` that finishes work when the harness calls it, then removes itself,
-        is still in place here), and the copy operators' kernels are unchanged. Both roles pay for the check (the
-        driver's clock compares their per-call costs); only the candidate is refused."""
-        builtin = self.guards.builtins_changed()
-        changed = self.guards.copy_ops_changed()
-        if self.enforce:
-            if builtin and not self.guards.refusals:
-                self.guards.refusals.append(f"the candidate replaced builtins.{builtin}, which the harness uses")
-            if changed and not self.guards.refusals:
-                self.guards.refusals.append(f"the candidate changed PyTorch's dispatcher ({changed}), which the "
-                                            "harness's copies of its outputs go through")
-
-    def _check_idle(self, wall0_ns: int, cpu0_s: float) -> None:
-        """Between commands the worker only waits for the driver (the reference is being run or timed): CPU spent
-        then is work in threads the thread count does not see (a callback on PyTorch's inter-op pool), which could
-        finish results late or slow the reference down. It is recorded, and refused at the next check."""
-        wall_s = (self.guards.now_ns() - wall0_ns) / 1e9
-        cpu_s = self.guards.cpu_s() - cpu0_s
-        if wall_s >= IDLE_MIN_WINDOW_S and cpu_s > max(IDLE_CPU_FLOOR_S, IDLE_CPU_SHARE * wall_s):
-            self.guards.refusals.append(f"the candidate's process used {cpu_s:.2f} s of CPU in {wall_s:.2f} s while "
-                                        "it had nothing to do (work running in the background)")
-
-    def cmd_load(self, cmd: dict[str, Any]) -> None:
-        device = torch.device(cmd["device"])
+    def cmd_load(self, cmd: Load) -> None:
+        device = torch.device(cmd.device)
         try:
-            self.rt = TaskRuntime(cmd["task_source"], cmd["task_name"], str(device),
-                                  bool(cmd.get("interpreter_shape")))
+            self.rt = TaskRuntime(cmd.task_source, cmd.task_name, str(device), cmd.interpreter_shape)
         except Exception as exc:
-            self.send({"status": "task_error", "reason": _one_line(exc), "log": _tail()})
+            self.send({"status": "task_error", "reason": one_line(exc), "log": tail()})
             return
         self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
-        self.init_seeds = list(cmd["init_seeds"])
-        self.compiled = bool(cmd.get("compile"))
-        self.require_kernels = bool(cmd.get("require_kernels"))
+        self.init_seeds = [int(s) for s in cmd.init_seeds]
+        self.compiled = cmd.compile
+        self.require_kernels = cmd.require_kernels
         self.timer = timing.CallTimer(device)
         self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
         self.models.clear()
@@ -125,41 +95,19 @@ class Worker:
         self.reference_states = {v: self.rt.reference_model(v, self.init_seeds[v]).state_dict()
                                  for v in range(len(self.rt.variants))}
         self.rt.forget_models()
-        path = Path(os.getcwd()) / "candidate.py"
-        path.write_text(cmd["candidate_source"])
-        # load_inline calls during the import ask the driver for their build (build_stage.py); never afterwards.
-        self.guards.build_client = self._request_build if cmd.get("builds") else None
-        self.guards.build_mode = "link" if cmd.get("build_mode") == "link" else "check"
-        self.guards.collecting = bool(cmd.get("collect"))
-        try:
-            spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            sys.modules[CANDIDATE_MODULE] = module
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a failure too
-            from evaluator.cuda_build import CompileFailed, NoCudaDevice
-            from evaluator.native_build import NativeBuildError
-            if self.guards.refusals:
-                self.send({"status": "rejected", "reason": f"{self.guards.refusals[0]} (while being imported)",
-                              "log": _tail()})
-            elif isinstance(exc, NoCudaDevice):
-                self.send({"status": "runtime_error", "reason": str(exc)})
-            elif isinstance(exc, CompileFailed):
-                self.send({"status": "compile_error", "reason": "the CUDA sources do not compile",
-                              "log": str(exc)})
-            elif isinstance(exc, NativeBuildError):
-                self.send({"status": "compile_error", "reason": str(exc).splitlines()[0][:300],
-                              "log": str(exc)})
-            else:
-                self.send({"status": "compile_error", "reason": f"importing the candidate failed: {_one_line(exc)}",
-                              "log": _tail()})
+        if cmd.candidate_source is None:
+            self.send({"status": "compile_error", "reason": "no candidate source was sent"})
             return
-        finally:
-            self.guards.build_client = None
+        # load_inline calls during the import ask the driver for their build (build_stage.py); never afterwards.
+        imported = import_candidate(cmd.candidate_source, self.guards, self._request_build if cmd.builds else None,
+                                    cmd.build_mode, cmd.collect)
+        if imported.module is None:
+            self.send(imported.failure or {"status": "compile_error", "reason": "importing the candidate failed"})
+            return
         if self._refuse_if_tampered("while being imported"):
             return
-        model_cls = getattr(module, "ModelNew", None)
-        if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
+        model_cls = model_class(imported.module)
+        if model_cls is None:
             self.send({"status": "compile_error", "reason": "the candidate defines no class ModelNew(nn.Module)"})
             return
         self.model_cls = model_cls
@@ -171,24 +119,24 @@ class Worker:
         self.send({"status": "build", "spec": spec, "kind": kind})
         return self.recv()
 
-    def cmd_run(self, cmd: dict[str, Any]) -> None:
+    def cmd_run(self, cmd: Run) -> None:
         """One correctness call: fresh inputs from the seed, outputs back, and what was seen during the call."""
         rt, timer = self.rt, self.timer
         assert rt is not None and timer is not None
-        variant = int(cmd["variant"])
+        variant = int(cmd.variant)
         model = self._model(variant)
         probe: dict[str, Any] = {}  # the degenerate-task check (`task check`, reference only): other weights or input
-        if cmd.get("init_seed") is not None and self.role == "reference":
-            model, probe = rt.reseeded_model(variant, int(cmd["init_seed"]), model)
-        if cmd.get("fresh_input") is not None and self.role == "reference":
-            inputs, changed = rt.inputs_with_fresh(variant, int(cmd["seed"]), int(cmd["fresh_input"]),
-                                                   int(cmd["fresh_seed"]))
+        if cmd.init_seed is not None and self.role == "reference":
+            model, probe = rt.reseeded_model(variant, int(cmd.init_seed), model)
+        if cmd.fresh_input is not None and self.role == "reference":
+            inputs, changed = rt.inputs_with_fresh(variant, int(cmd.seed), int(cmd.fresh_input),
+                                                   int(cmd.fresh_seed or 0))
             probe = {"input_changed": changed}
         else:
-            inputs = rt.inputs(variant, int(cmd["seed"]), cmd.get("distribution", "task"),
-                               float(cmd.get("scale", NORMAL_SCALE)))
-        if cmd.get("prime_seed") is not None:
-            primed = self._prime(model, variant, int(cmd["prime_seed"]), inputs, bool(cmd.get("reuse_tensors")))
+            inputs = rt.inputs(variant, int(cmd.seed), cmd.distribution,
+                               NORMAL_SCALE if cmd.scale is None else float(cmd.scale))
+        if cmd.prime_seed is not None:
+            primed = self._prime(model, variant, int(cmd.prime_seed), inputs, cmd.reuse_tensors)
             if primed is None:
                 return
             inputs = primed
@@ -199,7 +147,7 @@ class Worker:
             torch.cuda.reset_peak_memory_stats()
             base_bytes = torch.cuda.memory_allocated()
         # The reference's op names (for reports); the candidate is observed by what its calls compute instead.
-        trace = OpTrace() if cmd.get("trace") and not self.enforce else None
+        trace = OpTrace() if cmd.trace and not self.enforce else None
         seen: dict[str, Any] = {}
         with torch.set_grad_enabled(self.grad), self._watched(True, seen):
             if trace is not None:
@@ -212,7 +160,7 @@ class Worker:
         outputs = as_outputs(out)
         report: dict[str, Any] = {"status": "ran", "ops": sorted(trace.ops) if trace else [],
                                   "outputs": describe(outputs)}
-        if cmd.get("describe_inputs"):
+        if cmd.describe_inputs:
             report["inputs"] = describe(inputs)
         if probe:
             report["probe"] = probe
@@ -236,27 +184,30 @@ class Worker:
             return
         self.send(report, tensors)
 
-    def cmd_time(self, cmd: dict[str, Any]) -> None:
+    def cmd_time(self, cmd: Time) -> None:
         """Timed calls on fresh inputs; after each, the driver says whether to send that call's outputs back."""
         rt, timer = self.rt, self.timer
         assert rt is not None and timer is not None
-        variant = int(cmd["variant"])
+        variant = int(cmd.variant)
         model = self._model(variant)
-        seed: int | None = int(cmd["seed"])
-        warm_inputs = rt.inputs(variant, int(cmd["seed"]))
-        deadline = timing.now_ms() + float(cmd.get("warmup_ms", 0.0))
+        seed: int | None = int(cmd.seed)
+        warm_inputs = rt.inputs(variant, int(cmd.seed))
+        deadline = timing.now_ms() + float(cmd.warmup_ms)
         with torch.set_grad_enabled(self.grad):
             while timing.now_ms() < deadline:
                 timer.time_call(model, warm_inputs)
             del warm_inputs
             fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
             left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
+            after = NextCall(keep=False, next_seed=None)
             while seed is not None:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
                 seen: dict[str, Any] = {}
+                timer.evict(inputs)  # a PyTorch op of the harness's own: before the watch opens
                 with self._watched(self.guards.stores_accounted, seen):
-                    ms, out = timer.time_call(model, inputs)
+                    ms, out = timer.time_call(model, inputs, evicted=True)
+                self._watch_cost()
                 left_running.append(timer.left_running_ms)
                 self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
@@ -269,43 +220,47 @@ class Worker:
                     return
                 del out, inputs
                 self.send({"status": "rep", "ms": ms})
-                reply, _ = self.recv()
-                if reply.get("keep"):
+                after = _next_call(self.recv()[0])
+                if after.keep:
                     self.send({"status": "kept"}, kept)
                 del kept
-                seed = reply.get("next_seed")
+                seed = after.next_seed
         # The whole dispatch table (~50 ms) at the end of the blocks the driver picks at random, after the last call.
-        problem = self._refuse_reason(deep=bool(reply.get("check")))
+        problem = self._refuse_reason(deep=after.check)
         if self.enforce and problem:
             self.send({"status": "rejected", "reason": f"during timing: {problem}"})
             return
         self.send({"status": "timed", "kernels": fewest or {},
                    "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
-    def cmd_loop(self, cmd: dict[str, Any]) -> None:
+    def cmd_loop(self, cmd: Loop) -> None:
         """Back-to-back calls on one set of inputs for at least `seconds`: what the driver meters energy over."""
         assert self.rt is not None and self.timer is not None
-        inputs = self.rt.inputs(int(cmd["variant"]), int(cmd["seed"]))
+        inputs = self.rt.inputs(int(cmd.variant), int(cmd.seed))
         with torch.set_grad_enabled(self.grad):
-            calls = timing.back_to_back(self._model(int(cmd["variant"])), inputs, self.timer, float(cmd["seconds"]))
+            calls = timing.back_to_back(self._model(int(cmd.variant)), inputs, self.timer, float(cmd.seconds))
         problem = self._refuse_reason() if self.enforce else None
         self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
                   {"status": "looped", "calls": calls})
 
-    def cmd_check(self, cmd: dict[str, Any]) -> None:
+    def cmd_clock(self, cmd: Clock) -> None:
+        """The timer's clock as it reads now, in ms (the same captured function its marks call)."""
+        self.send({"status": "clock", "now_ms": timing.now_ms()})
+
+    def cmd_check(self, cmd: Check) -> None:
         """The costlier checks on their own, the dispatch table included: the driver asks once timing is over."""
         problem = self._refuse_reason(deep=True) if self.enforce else None
         self.send({"status": "rejected", "reason": problem} if problem else {"status": "checked"})
 
-    def cmd_batch(self, cmd: dict[str, Any]) -> None:
+    def cmd_batch(self, cmd: Batch) -> None:
         """Build inputs for every seed, then (if asked) call the model on each once; the driver times the round trip."""
         rt, timer = self.rt, self.timer
         assert rt is not None and timer is not None
-        variant = int(cmd["variant"])
+        variant = int(cmd.variant)
         model = self._model(variant)
-        batches = [rt.inputs(variant, int(s)) for s in cmd["seeds"]]
+        batches = [rt.inputs(variant, int(s)) for s in cmd.seeds]
         timer.sync()
-        if cmd.get("calls"):
+        if cmd.calls:
             with torch.set_grad_enabled(self.grad):
                 for inputs in batches:
                     # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
@@ -313,6 +268,7 @@ class Worker:
                     seen: dict[str, Any] = {}
                     with self._watched(self.guards.stores_accounted, seen):
                         outs = as_outputs(model(*inputs))
+                    self._watch_cost()
                     self._check_copy_ops()
                     unwritten = self._call_problem(outs, self.guards.launches_since(launches0), seen, inputs)
                     if unwritten and self.enforce:
@@ -325,11 +281,11 @@ class Worker:
         # No check inside the round trip the driver times: it asks for them (`check`) after the batches.
         self.send({"status": "batched"})
 
-    def cmd_profile(self, cmd: dict[str, Any]) -> None:
+    def cmd_profile(self, cmd: Profile) -> None:
         """The PyTorch profiler's table for one call: the agents' feedback where Nsight Compute is not available."""
         assert self.rt is not None and self.timer is not None
         with torch.set_grad_enabled(self.grad):
-            metrics = torch_profile.profile_table(self._model(0), self.rt.inputs(0, int(cmd["seed"])), self.timer,
+            metrics = torch_profile.profile_table(self._model(0), self.rt.inputs(0, int(cmd.seed)), self.timer,
                                     self.guards.launches)
         self.send({"status": "profiled", "profile": metrics})
 
@@ -378,6 +334,14 @@ class Worker:
             return contextlib.nullcontext()
         return call_watch.watched(self.guards, observe, seen)
 
+    def _watch_cost(self) -> None:
+        """A side whose calls are not watched (the reference) pays what the watch costs around a call (the profiler's
+        start and stop, ~0.7 ms), outside the timed marks: the driver's clocks then compare the two sides' calls, not
+        the harness around them (one watched side had looked 0.8 ms a call slower than it timed itself)."""
+        if not (self.enforce and self.require_kernels):
+            with call_watch.watched(self.guards, self.guards.stores_accounted, {}):
+                pass
+
     def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
                       inputs: list[Any]) -> str | None:
         if not (self.enforce and self.require_kernels):
@@ -387,38 +351,14 @@ class Worker:
     def _clone(self, t: torch.Tensor) -> torch.Tensor:
         return self.guards.clone(t).detach()
 
+    def _check_copy_ops(self) -> None:
+        after_call(self.guards, self.enforce)
+
     def _problem(self, outputs: list[Any], inputs: list[Any], before: list[Any] | None) -> tuple[str | None, ...]:
-        """Cheap per-call checks: threads left running, the outputs' structure, inputs left unchanged."""
-        extra = self.guards.extra_threads()
-        threads = f"the candidate left {extra} thread(s) running after returning" if extra > 0 else None
-        mutated = None
-        exact, tensor = self.guards.exact_type, self.guards.tensor_type
-        for i, (x, x0) in enumerate(zip(inputs, before or inputs)):
-            if exact(x) is not tensor and isinstance(x, torch.Tensor):  # a swapped __class__ could lie to checks
-                return threads, f"the candidate changed the type of input {i} to {exact(x).__name__}", None
-            if before is not None and exact(x) is tensor and not same_bits(x, x0):
-                mutated = f"the candidate modified input {i} (inputs must be left unchanged)"
-                break
-        return threads, self.guards.output_problem(outputs, inputs), mutated
+        return per_call(self.guards, outputs, inputs, before)
 
     def _refuse_reason(self, deep: bool = False) -> str | None:
-        """The costlier checks, run after loading, after each correctness call and after each timing block; `deep`
-        (after loading, timing blocks and batches) adds a comparison of PyTorch's whole dispatch table."""
-        if self.guards.refusals:
-            return self.guards.refusals[0]
-        changed = self.guards.tampered()
-        if changed:
-            return f"the candidate replaced {changed}, which the harness relies on"
-        dispatch = self.guards.dispatcher_changed(deep)
-        if dispatch:
-            return f"the candidate changed PyTorch's dispatcher ({dispatch}), which the harness's own calls go through"
-        spawned = process_tree.live_children(os.getpid())
-        if spawned:
-            return f"the candidate started {len(spawned)} process(es) that are still running"
-        extra = self.guards.extra_threads()
-        if extra > 0:
-            return f"the candidate left {extra} thread(s) running after returning"
-        return None
+        return refuse_reason(self.guards, deep)
 
     def _refuse_if_tampered(self, when: str) -> bool:
         reason = self._refuse_reason() if self.enforce else None
@@ -427,18 +367,15 @@ class Worker:
         return bool(reason)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    msg = text[0] if text else ""
-    return f"{type(exc).__name__}: {msg}"[:300] if msg else type(exc).__name__
+def _next_call(header: dict[str, Any]) -> NextCall:
+    cmd = parse(header)
+    if not isinstance(cmd, NextCall):
+        raise ValueError(f"expected the driver's word after a timed call, got {cmd.NAME!r}")
+    return cmd
 
 
 def _with_hint(exc: BaseException) -> str:
     """The error in one line, led by a sentence when it is a known gap of Triton's CPU interpreter."""
-    line = _one_line(exc)
+    line = one_line(exc)
     found = interpreter_gaps.hint(f"{exc!r} {exc.__cause__!r}")
     return f"{found} ({line})" if found else line
-
-
-def _tail() -> str:
-    return traceback.format_exc()[-4000:]

@@ -10,6 +10,7 @@ Run as: python -m evaluator.zygote CONTROL_FD DEVICE ROLE
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -61,12 +62,23 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
 def main() -> None:
     control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     _prepare_environment(device)
-    import torch  # noqa: F401 - warm imports shared by every forked worker
+    # No automatic collection while torch, Triton and dynamo are imported (their objects are long-lived: the full
+    # collections that the import triggers find little and cost about a sixth of the start's CPU); the one collection
+    # below, before the freeze, drops what the imports left.
+    gc.disable()
+    import torch  # warm imports shared by every forked worker
     try:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
     except ImportError:
         pass
+    # Dynamo rewraps torch.manual_seed when it is imported: in the candidate's zygote that happens before any
+    # snapshot, so a candidate importing it is not taken for one patching torch. The reference's worker would import
+    # it anyway on its first traced call (a dispatch mode's __torch_dispatch__ is wrapped by torch._disable_dynamo,
+    # which imports dynamo when first called: 1-2 s of every evaluation's first trial); here it is paid once per
+    # zygote, while the candidate's zygote starts too.
+    import torch._dynamo  # noqa: F401
+    import evaluator.dispatch_table  # noqa: F401
     import evaluator.guards  # noqa: F401
     import evaluator.worker  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
@@ -78,11 +90,24 @@ def main() -> None:
         lazy_load_decompositions()
     except ImportError:
         pass
+    if role == "reference":
+        from evaluator.op_trace import OpTrace
+        with OpTrace():  # the op trace of each trial's reference call, its first use's lazy set-up done here
+            torch.ones(2).add(1)
     from evaluator.hardening import assert_fork_safe
     assert_fork_safe()  # the warm imports above must not have started CUDA
     if role == "candidate" and device == "cpu":
         # On a GPU the table is taken after the device is warmed up in the worker: CUDA's start registers kernels.
-        evaluator.guards.prime_dispatch_snapshot()
+        evaluator.dispatch_table.prime_dispatch_snapshot()
+    if device == "cpu":
+        from evaluator import timing
+        timing.prepare_cpu_flush()  # the CPU timer's cache-flush buffer, shared by every forked worker
+    # Every object so far becomes permanent: a worker's garbage collections (the candidate's drops the task's model
+    # classes with a full one) scan only what the worker itself made, 0.25 s less per evaluation with torch, Triton
+    # and the profiler imported; untouched object headers also keep the forked pages shared.
+    gc.collect()
+    gc.freeze()
+    gc.enable()
     control = socket.socket(fileno=control_fd)
     process_tree.set_subreaper()
     # The reference zygote holds the driver's full environment; the candidate zygote every worker's nonce.

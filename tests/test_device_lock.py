@@ -118,3 +118,57 @@ def test_two_evaluations_in_parallel_never_time_at_once(tmp_path: Path):
     whats = [w for _, _, w in phases.intervals()]
     assert whats.count("timing") == 2 and whats.count("the torch.compile baseline") == 2
     assert not phases.overlapping()
+
+
+def test_shared_work_runs_side_by_side_but_never_beside_a_timed_phase(tmp_path: Path):
+    inside = threading.Barrier(2, timeout=5)
+
+    def trials() -> None:
+        with DeviceLock("cpu", tmp_path).shared("correctness trials"):
+            inside.wait()  # both holders are in at once, or this times out
+
+    threads = [threading.Thread(target=trials) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not inside.broken
+    with DeviceLock("cpu", tmp_path).shared("a build"):
+        with pytest.raises(DeviceBusy):
+            with DeviceLock("cpu", tmp_path).held("timing", timeout_s=0.3):
+                pass
+    with DeviceLock("cpu", tmp_path).held("timing"):
+        with pytest.raises(DeviceBusy):
+            with DeviceLock("cpu", tmp_path).shared("correctness trials", timeout_s=0.3):
+                pass
+
+
+def test_a_waiting_timed_phase_goes_before_shared_work_that_came_later(tmp_path: Path):
+    order: list[str] = []
+    first_in, timing_waits = threading.Event(), threading.Event()
+
+    def early_trials() -> None:
+        with DeviceLock("cpu", tmp_path).shared("trials of A"):
+            first_in.set()
+            timing_waits.wait(5)
+            time.sleep(0.2)  # the timed phase is queued by now
+            order.append("A trials end")
+
+    def timing() -> None:
+        first_in.wait(5)
+        timing_waits.set()
+        with DeviceLock("cpu", tmp_path).held("timing of B"):
+            order.append("B timing")
+
+    def late_trials() -> None:
+        timing_waits.wait(5)
+        time.sleep(0.1)  # after the timed phase started waiting
+        with DeviceLock("cpu", tmp_path).shared("trials of C"):
+            order.append("C trials")
+
+    threads = [threading.Thread(target=f) for f in (early_trials, timing, late_trials)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert order == ["A trials end", "B timing", "C trials"]

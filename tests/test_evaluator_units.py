@@ -159,7 +159,7 @@ def test_dispatcher_backstop_names_an_operator_whose_kernels_changed_and_a_mode_
 
 def test_timed_calls_must_launch_every_kernel_a_checked_call_launched():
     from evaluator.connection import Refused
-    from evaluator.evaluate import _refuse_other_work_when_timed
+    from evaluator.trials import refuse_other_work_when_timed as _refuse_other_work_when_timed
 
     _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 2, "triton:extra": 1})
     _refuse_other_work_when_timed({}, {})

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import ncu
+from evaluator.commands import Built
 from evaluator.ncu_builds import FileBuildServer, FileChannel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,15 +125,17 @@ def _alive(pid: int) -> bool:
 def test_build_requests_of_the_target_are_answered_by_the_drivers_build_server(tmp_path: Path):
     asked = []
 
-    def answer(spec: object, timeout_s: float):  # noqa: ANN202 - BuildServer.answer's shape
-        asked.append(spec)
+    def answer(spec: object, timeout_s: float, kind: object = None):  # noqa: ANN202 - BuildServer.answer's shape
+        asked.append((spec, kind))
         import torch
-        return {"cmd": "built", "verdict": "linked", "cached": True}, [torch.tensor([1, 2, 3], dtype=torch.uint8)]
+        return Built("linked", cached=True), [torch.tensor([1, 2, 3], dtype=torch.uint8)]
 
     with FileBuildServer(tmp_path, answer, timeout_s=5):
         channel = FileChannel(tmp_path, timeout_s=5)
-        channel.send({"status": "build", "spec": {"name": "ext"}})
+        channel.send({"status": "build", "spec": {"name": "ext"}, "kind": "cuda"})
         reply, blobs = channel.recv()
-    assert asked == [{"name": "ext"}]
+        channel.send({"status": "build", "spec": {"name": "lib"}, "kind": "native"})  # load_c's: the native stage
+        channel.recv()
+    assert asked == [({"name": "ext"}, "cuda"), ({"name": "lib"}, "native")]
     assert reply["verdict"] == "linked" and reply["cached"] is True
     assert blobs[0].tolist() == [1, 2, 3]

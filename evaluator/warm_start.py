@@ -1,0 +1,85 @@
+"""An evaluator's warm zygotes, and starting them before the driver has imported torch.
+
+A cold evaluation's longest wait is the two zygotes' start: each imports torch (and Triton, and for the candidate
+dynamo), seconds of work before the first worker can fork. Nothing in this module imports torch, so a command line
+can launch both zygotes as its first act and let its own imports, the task file's parsing and the candidate's
+static check run while they start (`opforge eval` does). The evaluator later adopts them (`LocalEvaluator(zygotes=)`)
+with nothing weakened: the same constructor arguments as ever, the candidate's sandbox hiding the same build caches.
+
+Which device `auto` means is torch's answer (`device.resolve_device`); before torch is imported, `likely_device`
+guesses it from the device nodes. A wrong guess costs only the CPU of two zygotes started for nothing: the evaluator
+starts the right ones when it needs them, and closing the evaluator stops every zygote it holds.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from evaluator.build_cache import BuildCache
+from evaluator.native_build import cache_root as native_cache_root
+from evaluator.native_build import open_cache as open_native_cache
+from evaluator.sandbox import SandboxError, Zygote
+
+ROLES = ("candidate", "reference")  # the candidate's first: the one whose start an evaluation waits on longest
+
+
+def hidden_caches(cache: BuildCache | None) -> tuple[str, ...]:
+    """The build caches a candidate sandbox must not see, even read-only."""
+    native = open_native_cache()  # created now: bubblewrap hides only folders that exist
+    return (*((str(cache.root),) if cache is not None else ()), str(native.root if native else native_cache_root()))
+
+
+def likely_device(requested: str, environ: dict[str, str] | None = None, dev: Path = Path("/dev")) -> str | None:
+    """The device `resolve_device(requested)` will most likely answer, without importing torch: `auto` is the CPU
+    where no GPU driver's device node exists (or CUDA_VISIBLE_DEVICES hides every GPU), CUDA where NVIDIA's (or
+    ROCm's, which PyTorch also calls cuda) does. None for a request `resolve_device` would refuse."""
+    if requested in ("cpu", "cuda"):
+        return requested
+    if requested != "auto":
+        return None
+    env = os.environ if environ is None else environ
+    if env.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return "cpu"
+    return "cuda" if (dev / "nvidiactl").exists() or (dev / "kfd").exists() else "cpu"
+
+
+class WarmZygotes:
+    """One reference and one candidate zygote per device, started on first use and kept until `close`."""
+
+    def __init__(self, hidden: tuple[str, ...]):
+        self.hidden = hidden  # folders replaced by an empty tmpfs in the candidate's sandbox
+        self._zygotes: dict[tuple[str, str], Zygote] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_cache(cls, cache: BuildCache | None) -> WarmZygotes:
+        return cls(hidden_caches(cache))
+
+    def get(self, device: str, role: str, isolation: str) -> Zygote:
+        """The zygote of this device and role; `isolation` (auto, bwrap, process) applies to the candidate's only:
+        the reference runs trusted code alone."""
+        with self._lock:
+            key = (device, role)
+            if key not in self._zygotes:
+                hidden = self.hidden if role == "candidate" else ()
+                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
+            return self._zygotes[key]
+
+    def warm(self, device: str, sandbox: str = "auto") -> None:
+        """Launch the reference and candidate zygotes side by side rather than one after the other (a cold
+        evaluation's largest cost); the first spawn of each waits for it to be ready. A zygote that fails to start
+        here is started again, and its error reported, by the first evaluation that needs it. Call it from a thread
+        that lives as long as the zygotes should (bubblewrap's --die-with-parent follows the starting thread)."""
+        for role in ROLES:
+            try:
+                self.get(device, role, sandbox).launch()
+            except (SandboxError, OSError):
+                pass  # spawn starts it again and says why
+
+    def close(self) -> None:
+        with self._lock:
+            for zygote in self._zygotes.values():
+                zygote.close()
+            self._zygotes.clear()

@@ -1,0 +1,62 @@
+"""A cold `opforge eval` launches both zygotes before the driver imports torch, and nothing it adopts hides less."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from evaluator.build_cache import BuildCache
+from evaluator.warm_start import WarmZygotes, hidden_caches, likely_device
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "benchmarks" / "tiny"
+
+
+def test_the_likely_device_follows_the_request_and_the_gpu_driver_nodes(tmp_path: Path):
+    assert likely_device("cpu", {}, tmp_path) == "cpu" and likely_device("cuda", {}, tmp_path) == "cuda"
+    assert likely_device("tpu", {}, tmp_path) is None
+    assert likely_device("auto", {}, tmp_path) == "cpu"  # no driver node: torch cannot see a GPU
+    (tmp_path / "nvidiactl").touch()
+    assert likely_device("auto", {}, tmp_path) == "cuda"
+    assert likely_device("auto", {"CUDA_VISIBLE_DEVICES": ""}, tmp_path) == "cpu"
+    assert likely_device("auto", {"CUDA_VISIBLE_DEVICES": "-1"}, tmp_path) == "cpu"
+
+
+def test_an_evaluator_refuses_zygotes_that_hide_other_build_caches(tmp_path: Path):
+    from evaluator.evaluate import LocalEvaluator
+
+    theirs = WarmZygotes(hidden_caches(BuildCache.open(tmp_path / "another-cuda-cache")))
+    with pytest.raises(ValueError, match="must not see"):
+        LocalEvaluator(build_cache=str(tmp_path / "cuda-cache"), zygotes=theirs)
+    ours = WarmZygotes.for_cache(BuildCache.open(tmp_path / "cuda-cache"))
+    evaluator = LocalEvaluator(build_cache=str(tmp_path / "cuda-cache"), zygotes=ours)
+    assert evaluator._zygote("cpu", "candidate", "process").hidden == ours.hidden  # adopted, hiding both caches
+    assert str(tmp_path / "cuda-cache") in ours.hidden
+    evaluator.close()
+
+
+def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_commands_modules():
+    """The launch is recorded and the process ends there: what was imported by then is the driver's start-up."""
+    probe = textwrap.dedent("""
+        import os, sys
+        from evaluator import sandbox
+        launched = []
+        def launch(self):
+            heavy = sorted(m for m in ("torch", "triton", "sqlalchemy", "openai", "jinja2", "ray", "store", "agents")
+                           if m in sys.modules)
+            launched.append(f"{self.role}:{self.device}:{','.join(heavy) or 'none'}")
+            if len(launched) == 2:
+                print(" ".join(launched), flush=True)
+                os._exit(0)
+        sandbox.Zygote.launch = launch
+        from opforge.cli.program import main
+        main(["eval", sys.argv[1], sys.argv[2], "--device", "cpu", "--json"])
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe, str(TINY / "relu.py"), str(TINY / "relu.seed.py")],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == ["candidate:cpu:none", "reference:cpu:none"]
