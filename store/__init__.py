@@ -14,6 +14,8 @@ from store.records import (
     ArchiveEntry,
     BenchRecord,
     CandidateRecord,
+    ConfirmationRecord,
+    ConfirmedSpeedup,
     DevicePeaks,
     EvaluationRecord,
     JobRecord,
@@ -48,7 +50,7 @@ def get_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "DevicePeaks", "EvaluationRecord",
+    "ArchiveEntry", "BenchRecord", "DEFAULT_URL", "ENV_VAR", "CandidateRecord", "ConfirmationRecord", "ConfirmedSpeedup", "DevicePeaks", "EvaluationRecord",
     "JobRecord", "JobState", "LLMCallRecord", "LLMUsage", "QueueState", "RunRecord",
     "RunStatus", "RunTotals", "ScoredCandidate", "Store", "StoreError", "TaskRecord", "UnknownId", "get_store",
     "head_revision", "upgrade",

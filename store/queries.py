@@ -19,6 +19,7 @@ from store.codec import (
     evaluation_from_values,
     task_record,
 )
+from store.confirmations import confirmed_speedups, run_confirmations
 from store.records import (
     ArchiveEntry,
     CandidateRecord,
@@ -108,7 +109,8 @@ def candidates_by_id(session: Session, ids: Sequence[int]) -> dict[int, Candidat
 def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> RunTotals:
     """Statuses and best speedup over the run's verdicts, chosen as `history` chooses them: a candidate the run
     queued that another run had already measured on the same device counts with that verdict (the store keeps one
-    verdict per candidate and device, so such a re-evaluation records no row of its own)."""
+    verdict per candidate and device, so such a re-evaluation records no row of its own). Once the run has
+    re-measured its fastest candidates (store/confirmations.py), its best is the best confirmed figure."""
     members = run_members(run.id).subquery()
     rows = session.execute(select(E.c.candidate_id, E.c.run_id, E.c.device_name, E.c.id, E.c.status, E.c.speedup)
                            .where(E.c.candidate_id.in_(select(members.c.id)))).all()
@@ -119,6 +121,10 @@ def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> R
     by_status = dict(Counter(status for status, _ in chosen.values()))
     fast = [s for status, s in chosen.values() if status == Status.OK.value and s is not None and s > 0]
     best = max(fast) if fast else None
+    confirmed = confirmed_speedups(run_confirmations(session, run.id))
+    if confirmed:
+        figures = [c.speedup for c in confirmed.values() if c.speedup is not None]
+        best = max(figures) if figures else None
     return RunTotals(
         run_id=run.id,
         evaluated=run.evaluated,
@@ -195,7 +201,8 @@ def evaluations_of(session: Session, candidate_id: int) -> list[EvaluationRecord
 
 def unverified(session: Session, origin: str) -> list[tuple[TaskRecord, CandidateRecord]]:
     measured = select(E.c.candidate_id)
-    rows = session.execute(select(*CANDIDATE_COLUMNS).where(C.c.origin == origin, C.c.id.not_in(measured))
+    of_origin = (C.c.origin == origin) | C.c.origin.startswith(origin + ":", autoescape=True)
+    rows = session.execute(select(*CANDIDATE_COLUMNS).where(of_origin, C.c.id.not_in(measured))
                            .order_by(C.c.id)).all()
     found = [candidate_from_values(r) for r in rows]
     tasks = {row.id: task_record(row) for row in session.scalars(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -9,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from evaluator.candidate import Candidate
-from evaluator.result import EvalResult
+from evaluator.result import EvalResult, Status
 from evaluator.task import Task
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -231,3 +232,36 @@ class DevicePeaks:
     peak_gflops: float
     threads: int
     measured_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationRecord:
+    """One re-measurement of a finished run's candidate beside the reference (see store/confirmations.py)."""
+
+    id: int
+    run_id: int
+    candidate_id: int
+    device_name: str
+    status: Status
+    reason: str
+    reference_ms: float | None  # medians of the re-measurement's timed calls
+    candidate_ms: float | None
+    speedup: float | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmedSpeedup:
+    """What a run reports for a candidate it re-measured: the median speedup of the re-measurements alone (the
+    search's own figure is left out: it is the one that was picked for being high). None when any re-measurement did
+    not come back correct: such a kernel is not reported as the run's best."""
+
+    candidate_id: int
+    speedups: tuple[float, ...]   # of the re-measurements that came back OK, in the order they were taken
+    failures: tuple[str, ...]     # "status: reason" of those that did not
+
+    @property
+    def speedup(self) -> float | None:
+        if self.failures or not self.speedups:
+            return None
+        return statistics.median(self.speedups)

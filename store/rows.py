@@ -237,6 +237,25 @@ class JobRow(Base):
     updated_at: Mapped[datetime] = _created()
 
 
+class ConfirmationRow(Base):
+    """One re-measurement of a finished run's fastest candidate, beside the reference, before the run reports its best
+    (opforge/run/confirm.py). Kept apart from the candidate's verdict (one per candidate and device), so neither the
+    search's figure nor any re-measurement is lost, and a resumed run re-measures only what is missing."""
+
+    __tablename__ = "confirmations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"))
+    device_name: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reference_median_ms: Mapped[float | None] = mapped_column(Float)
+    candidate_median_ms: Mapped[float | None] = mapped_column(Float)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = _created()
+
+
 class DevicePeakRow(Base):
     """A device's measured speed of light (`evaluator/cpu_peaks.py`): one row per device name, as verdicts name it."""
 

@@ -265,3 +265,24 @@ def test_wall_time_adds_up_over_invocations(store: Store) -> None:
     store.add_wall_time(run_id, 2.0)
     store.add_wall_time(run_id, -5.0)  # a clock that went backwards adds nothing
     assert store.get_run(run_id).wall_s == pytest.approx(3.5)
+
+
+def test_confirmations_are_kept_apart_and_decide_the_run_best(store: Store) -> None:
+    _, run_id, ids = _setup(store, 2)
+    store.add_result(ids[0], run_id, ok_result(3.0))  # measured lucky
+    store.add_result(ids[1], run_id, ok_result(1.5))
+    assert store.run_totals(run_id).best_speedup == pytest.approx(3.0)  # before confirmation: as measured
+    for cid, res in [(ids[0], ok_result(1.1)), (ids[1], ok_result(1.4)), (ids[0], ok_result(1.2)),
+                     (ids[1], failed_result()), (ids[0], ok_result(1.0))]:
+        store.add_confirmation(run_id, cid, res, worker_s=0.5)
+    records = store.confirmations(run_id)
+    assert [r.candidate_id for r in records] == [ids[0], ids[1], ids[0], ids[1], ids[0]]
+    assert records[3].status == Status.INCORRECT and records[3].speedup is None
+    confirmed = store.confirmed(run_id)
+    assert confirmed[ids[0]].speedup == pytest.approx(1.1)   # the median of its re-measurements alone
+    assert confirmed[ids[1]].speedup is None                 # one re-measurement came back incorrect
+    assert store.history(run_id)[0].speedup == pytest.approx(3.0)  # the verdict is kept as measured
+    totals = store.run_totals(run_id)
+    assert totals.best_speedup == pytest.approx(1.1) and totals.worker_s == pytest.approx(2.5)
+    with pytest.raises(StoreError):
+        store.add_confirmation(run_id + 99, ids[0], ok_result(1.0))
