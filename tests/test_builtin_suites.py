@@ -473,6 +473,25 @@ def test_native_seed_matches_task_on_the_benchmark_shape_and_every_variant(task_
         assert row["close"], f"{where}: max abs error {row['max_abs_error']}"
 
 
+def test_native_seeds_portable_paths_match_the_task_on_every_variant(tmp_path):
+    """Seeds with an AVX-512 path keep a portable one for CPUs without it; this machine runs the vector path, so the
+    portable one is checked here by building each seed with its `#ifdef __AVX512F__` blocks switched off."""
+    pairs = []
+    for task in BUILTIN:
+        source = seed_path(task, "cpp").read_text()
+        if "#ifdef __AVX512F__" in source:
+            portable = tmp_path / f"{task.stem}.cpp.py"
+            portable.write_text(source.replace("#ifdef __AVX512F__", "#ifdef PORTABLE_CHECK_NO_AVX512"))
+            pairs.append((task, portable))
+    assert len(pairs) >= 15  # the row, norm, reduction and transcendental seeds
+    results = run_seed_check(pairs, benchmark_shape=False, backend="cpp")
+    for task, portable in pairs:
+        for row in results[str(portable)]:
+            where = f"{task.stem} portable path {row['variant']} ({row['distribution']} inputs)"
+            assert "error" not in row, f"{where}:\n{row['error']}"
+            assert row["launches"] >= 1 and row["close"], f"{where}: max abs error {row.get('max_abs_error')}"
+
+
 def test_native_seed_check_notices_a_torch_only_seed_and_a_wrong_kernel(tmp_path):
     """The native check can fail: a 'seed' that calls no C function, and a C kernel off by one ulp-free constant."""
     relu = builtin_task("relu")
@@ -482,9 +501,11 @@ def test_native_seed_check_notices_a_torch_only_seed_and_a_wrong_kernel(tmp_path
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     )
     source = seed_path(relu, "cpp").read_text()
-    assert "x[i] : 0.0f" in source
+    vector, scalar = "_mm512_max_ps(_mm512_setzero_ps(), v)", "x[i] : (x[i] != x[i] ? x[i] : 0.0f)"
+    assert vector in source and scalar in source  # the AVX-512 path and the portable one: both made leaky
     leaky = tmp_path / "leaky.cpp.py"
-    leaky.write_text(source.replace("x[i] : 0.0f", "x[i] : 0.01f * x[i]"))
+    leaky.write_text(source.replace(vector, "_mm512_max_ps(_mm512_mul_ps(_mm512_set1_ps(0.01f), v), v)")
+                     .replace(scalar, "x[i] : 0.01f * x[i]"))
     results = run_seed_check([(relu, torch_only), (relu, leaky)], benchmark_shape=False, backend="cpp")
     assert all(row["launches"] == 0 and row["close"] for row in results[str(torch_only)])
     assert all(row["launches"] >= 1 and row["same_shape"] and not row["close"] for row in results[str(leaky)])

@@ -1,11 +1,13 @@
 """Native seed for ops/conv1d (kernel 5, padding 2).
 
-The convolution ("same" padding, stride 1) is a GEMM per sample: weight (Cout, Cin * taps) times a matrix whose
-column n holds the input pixels output n reads; that matrix is never materialised, the im2col is done while packing
-B's panels.
-The GEMM packs B into panels of BLOCK_N columns (zero-padded past N) so that its micro-kernel (UNROLL_M rows x
-BLOCK_N columns of accumulators held in vector registers, one FMA per row per vector of B) always runs full width;
-OpenMP shares out (TILE_M rows x one panel) tiles; the epilogue is applied as each output is stored."""
+The convolution ("same" padding, stride 1) is an implicit GEMM, no im2col: C's rows are output channels, A the
+weights (Cout x Cin * taps, packed once into panels of UNROLL_M channels), and B's row for tap (ci, ty, tx)
+over 16 * VEC_N consecutive output positions of one output row is the input row they read. Each work item
+(sample, output row, BLOCK_N columns, shared out dynamically by OpenMP, one parallel region per call) first
+copies the input rows it reads, zero-padded, into a contiguous buffer (the input's own channel rows lie a
+multiple of 4 KiB apart and evict each other from L1), then the AVX-512 micro-kernel (UNROLL_M x VEC_N zmm
+accumulators, broadcast A, FMA) reads B from it with plain loads; the bias is added as C is stored. A plain C
+kernel of the same shape runs without AVX-512."""
 
 import torch
 import torch.nn as nn
@@ -15,87 +17,145 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#define EPILOGUE (v + bias[m])
-/* Packed GEMM: B is packed once per call into panels of BLOCK_N columns (zero-padded past N), so the micro-kernel
-   (UNROLL_M rows x BLOCK_N columns of accumulators, one FMA per row per vector of B) always runs full width; the
-   tail rows of A repeat the last row and are not stored. */
-#define TILE_M 64      /* rows of A per OpenMP work item */
-#define BLOCK_N 64     /* columns per packed panel of B: the micro-kernel's width */
-#define UNROLL_M 4     /* rows per micro-kernel */
+#include <string.h>
+#include <omp.h>
+#include <sys/mman.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+/* An implicit GEMM for a "same" convolution (stride 1): the weights are packed into panels of UNROLL_M output
+   channels (A); the micro-kernel (UNROLL_M x VEC_N accumulators of 16 floats held in zmm registers: per tap one
+   broadcast of A per row, VEC_N loads of the input row, one FMA per accumulator) reads B from a copy of the input
+   rows a work item needs, so nothing else is packed. Without AVX-512 a plain C kernel of the same shape is used. */
+#define UNROLL_M 8    /* rows of the micro-kernel (MR) */
+#define VEC_N 2       /* 16-float vectors per row of the micro-kernel: its width NR = 16 * VEC_N */
+#define BLOCK_N 256   /* columns of C per tile (NC, rounded to a multiple of NR) */
+#define MR UNROLL_M
+#define NR (16 * VEC_N)
+#define PRAGMA(x) _Pragma(#x)
+#define UNROLLED(n) PRAGMA(GCC unroll n)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* bp[p][k][j] = B[k][p * BLOCK_N + j]; B is given as (N, K) rows (a Linear weight) when trans_b, else as (K, N). */
-static void pack_b(const float* restrict b, float* restrict bp, int64_t K, int64_t N, int trans_b) {
-    int64_t panels = (N + BLOCK_N - 1) / BLOCK_N;
-    #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < panels; ++p)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t j = 0; j < BLOCK_N; ++j) {
-                int64_t n = p * BLOCK_N + j;
-                bp[(p * K + k) * BLOCK_N + j] = n < N ? (trans_b ? b[n * K + k] : b[k * N + n]) : 0.0f;
-            }
+static int64_t tile_n(void) { return MAX(BLOCK_N / NR, 1) * NR; }
+static int64_t panels_a(int64_t M) { return (M + MR - 1) / MR; }
+/* Scratch for n floats. Large buffers are 2 MiB aligned and asked to be backed by huge pages: each call's fresh
+   scratch then costs a few page faults instead of one per 4 KiB page, which for a 1024^2 GEMM's packed operands
+   took longer than packing them. */
+static float* alloc_floats(int64_t n) {
+    size_t bytes = (size_t)n * 4, huge = (size_t)1 << 21;
+    if (bytes < huge) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    bytes = (bytes + huge - 1) / huge * huge;
+    float* p = aligned_alloc(huge, bytes);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
-static void gemm_packed(const float* restrict a, int64_t lda, const float* restrict bp, float* restrict c,
-                        int64_t ldc, int64_t M, int64_t K, int64_t N, const float* restrict bias,
-                        const float* restrict extra, int mode) {
-    int64_t panels = (N + BLOCK_N - 1) / BLOCK_N, mtiles = (M + TILE_M - 1) / TILE_M;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t mt = 0; mt < mtiles; ++mt)
-        for (int64_t p = 0; p < panels; ++p) {
-            const float* restrict panel = bp + p * K * BLOCK_N;
-            int64_t n0 = p * BLOCK_N, nn = N - n0 < BLOCK_N ? N - n0 : BLOCK_N;
-            int64_t mend = (mt + 1) * TILE_M < M ? (mt + 1) * TILE_M : M;
-            for (int64_t m0 = mt * TILE_M; m0 < mend; m0 += UNROLL_M) {
-                float acc[UNROLL_M][BLOCK_N];
-                const float* rows[UNROLL_M];
-                for (int r = 0; r < UNROLL_M; ++r) {
-                    rows[r] = a + (m0 + r < mend ? m0 + r : mend - 1) * lda;
-                    for (int j = 0; j < BLOCK_N; ++j) acc[r][j] = 0.0f;
-                }
-                for (int64_t k = 0; k < K; ++k) {
-                    const float* restrict bk = panel + k * BLOCK_N;
-                    #pragma GCC unroll 16
-                    for (int r = 0; r < UNROLL_M; ++r) {
-                        float av = rows[r][k];
-                        #pragma omp simd
-                        for (int j = 0; j < BLOCK_N; ++j) acc[r][j] += av * bk[j];
-                    }
-                }
-                for (int r = 0; r < UNROLL_M && m0 + r < mend; ++r)
-                    for (int64_t j = 0; j < nn; ++j) {
-                        int64_t m = m0 + r, n = n0 + j;
-                        float v = acc[r][j];
-                        c[m * ldc + n] = EPILOGUE;
-                    }
+/* Panel ip of A: ap[k][r] = A(ip * MR + r, k) for all K, zero past M; A(m, k) = a[m * sm + k * sk]. */
+static void pack_a_panel(const float* restrict a, int64_t sm, int64_t sk, int64_t M, int64_t K, int64_t ip,
+                         float* restrict ap) {
+    float* restrict dst = ap + ip * K * MR;
+    for (int r = 0; r < MR; ++r) {
+        int64_t m = ip * MR + r;
+        if (m < M) {
+            const float* restrict src = a + m * sm;
+            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = src[k * sk];
+        } else {
+            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = 0.0f;
+        }
+    }
+}
+
+
+/* One micro-tile of a "same" convolution (stride 1), an implicit GEMM: C's rows are mr output channels (A: their
+   weights, a packed panel of MR rows, K = taps_y * kw deep, taps_y = cin * kh), its columns nr <= NR consecutive
+   output positions of one output row. B's row for tap (t, tx) is row t of xp (the input row that tap reads,
+   already zero-padded, see `conv`) from column tx on, read with plain vector loads. The bias is added on the store;
+   out: the output at (first channel, first column), channel stride ld. */
+static void conv_tile(const float* restrict xp, int64_t ldp, const float* restrict ap, const float* restrict bias,
+                      float* restrict out, int64_t ld, int64_t mr, int64_t nr, int64_t taps_y, int64_t kw) {
+#ifdef __AVX512F__
+    __m512 acc[MR][VEC_N];
+    UNROLLED(16) for (int r = 0; r < MR; ++r)
+        UNROLLED(4) for (int v = 0; v < VEC_N; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < taps_y; ++t) {
+        const float* restrict row = xp + t * ldp;
+        const float* restrict a = ap + t * kw * MR;
+        for (int64_t tx = 0; tx < kw; ++tx) {
+            __m512 bv[VEC_N];
+            UNROLLED(4) for (int v = 0; v < VEC_N; ++v) bv[v] = _mm512_loadu_ps(row + tx + 16 * v);
+            UNROLLED(16) for (int r = 0; r < MR; ++r) {
+                __m512 av = _mm512_set1_ps(a[tx * MR + r]);
+                UNROLLED(4) for (int v = 0; v < VEC_N; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
             }
         }
+    }
+    UNROLLED(4) for (int v = 0; v < VEC_N; ++v) {
+        int64_t lanes = nr - 16 * v;
+        if (lanes <= 0) break;
+        __mmask16 mask = lanes >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << lanes) - 1u);
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            if (r >= mr) break;
+            _mm512_mask_storeu_ps(out + r * ld + 16 * v, mask, _mm512_add_ps(acc[r][v], _mm512_set1_ps(bias[r])));
+        }
+    }
+#else
+    float acc[MR][NR];
+    for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NR; ++j) acc[r][j] = 0.0f;
+    for (int64_t t = 0; t < taps_y; ++t)
+        for (int64_t tx = 0; tx < kw; ++tx) {
+            const float* restrict row = xp + t * ldp + tx;
+            const float* restrict a = ap + (t * kw + tx) * MR;
+            for (int r = 0; r < MR; ++r)
+                #pragma omp simd
+                for (int j = 0; j < NR; ++j) acc[r][j] += a[r] * row[j];
+        }
+    for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < nr; ++j) out[r * ld + j] = acc[r][j] + bias[r];
+#endif
 }
 
-/* bp[p][k][j] for k = (ci, taps) and n = p * BLOCK_N + j an output position: the input pixel that tap reads (zero in
-   the padding or past N), so the convolution is the GEMM weight (Cout, Cin * taps) @ this packed matrix. */
-static void pack_conv(const float* restrict x, float* restrict bp, int64_t cin, int64_t h, int64_t w, int64_t kh,
-                      int64_t kw, int64_t pad_h, int64_t pad_w) {
-    int64_t N = h * w, K = cin * kh * kw, panels = (N + BLOCK_N - 1) / BLOCK_N;
-    #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < panels; ++p)
-        for (int64_t k = 0; k < K; ++k) {
-            int64_t ci = k / (kh * kw), ty = k / kw % kh, tx = k % kw;
-            float* restrict dst = bp + (p * K + k) * BLOCK_N;
-            for (int64_t j = 0; j < BLOCK_N; ++j) {
-                int64_t n = p * BLOCK_N + j, y = n / w + ty - pad_h, xx = n % w + tx - pad_w;
-                dst[j] = n < N && y >= 0 && y < h && xx >= 0 && xx < w ? x[(ci * h + y) * w + xx] : 0.0f;
-            }
-        }
-}
+/* "Same" convolution, stride 1: the weights (Cout x Cin * kh * kw) are packed once into panels of MR output
+   channels; the items, shared out dynamically, are (sample, output row, BLOCK_N output columns). An item first
+   copies the input rows its outputs read (every channel and tap row, the padding as zeros) into its thread's
+   buffer, rows of ldp floats: contiguous, where the input's own rows lie a multiple of 4 KiB apart and fight over
+   the same L1 sets; then it runs every panel of output channels over each NR columns of its block. */
 void conv(const float* restrict x, const float* restrict weight, const float* restrict bias, float* restrict out,
           int64_t batch, int64_t cin, int64_t cout, int64_t h, int64_t w, int64_t kh, int64_t kw) {
-    int64_t N = h * w, K = cin * kh * kw;
-    float* bp = malloc(sizeof(float) * K * ((N + BLOCK_N - 1) / BLOCK_N) * BLOCK_N);
-    for (int64_t b = 0; b < batch; ++b) {
-        pack_conv(x + b * cin * N, bp, cin, h, w, kh, kw, kh / 2, kw / 2);
-        gemm_packed(weight, K, bp, out + b * cout * N, N, cout, K, N, bias, 0, 0);
+    int64_t N = h * w, K = cin * kh * kw, pa = panels_a(cout), tn = tile_n(), nt = (w + tn - 1) / tn;
+    int64_t pad_h = kh / 2, pad_w = kw / 2, ldp = (MIN(tn, w) + kw - 1 + 15) / 16 * 16 + 16;
+    float* ap = alloc_floats(pa * MR * K);
+    #pragma omp parallel
+    {
+        float* xp = alloc_floats(cin * kh * ldp);
+        #pragma omp for schedule(static)
+        for (int64_t ip = 0; ip < pa; ++ip) pack_a_panel(weight, K, 1, cout, K, ip, ap);
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t item = 0; item < batch * h * nt; ++item) {
+            int64_t b = item / (h * nt), oy = item / nt % h, x0 = item % nt * tn, x1 = MIN(w, x0 + tn);
+            for (int64_t t = 0; t < cin * kh; ++t) {  /* xp row t: input row oy + ty - pad_h of channel ci */
+                int64_t ci = t / kh, y = oy + t % kh - pad_h;
+                float* restrict dst = xp + t * ldp;
+                const float* restrict src = x + (b * cin + ci) * N + y * w;
+                /* dst[i] = input column x0 - pad_w + i where that lies in the row and i < x1 - x0 + kw - 1 */
+                int64_t lo = MAX(pad_w - x0, 0), hi = MIN(MIN(w - x0 + pad_w, x1 - x0 + kw - 1), ldp);
+                if (y < 0 || y >= h || hi < lo) lo = hi = 0;
+                for (int64_t i = 0; i < lo; ++i) dst[i] = 0.0f;
+                if (hi > lo) memcpy(dst + lo, src + x0 - pad_w + lo, (size_t)(hi - lo) * sizeof(float));
+                for (int64_t i = MAX(hi, lo); i < ldp; ++i) dst[i] = 0.0f;
+            }
+            for (int64_t ox0 = x0; ox0 < x1; ox0 += NR)
+                for (int64_t ip = 0; ip < pa; ++ip)
+                    conv_tile(xp + (ox0 - x0), ldp, ap + ip * K * MR, bias + ip * MR,
+                              out + (b * cout + ip * MR) * N + oy * w + ox0, N, MIN(MR, cout - ip * MR),
+                              MIN(NR, x1 - ox0), cin * kh, kw);
+        }
+        free(xp);
     }
-    free(bp);
+    free(ap);
 }
 """
 lib = load_c("conv1d", SOURCE, functions=["conv"], flags=["-O3", "-march=native", "-fopenmp"])

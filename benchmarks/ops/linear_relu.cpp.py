@@ -1,9 +1,11 @@
 """Native seed for ops/linear_relu: relu(x @ W^T + b), the bias and the relu fused into the GEMM's
 epilogue.
 
-The GEMM packs B into panels of BLOCK_N columns (zero-padded past N) so that its micro-kernel (UNROLL_M rows x
-BLOCK_N columns of accumulators held in vector registers, one FMA per row per vector of B) always runs full width;
-OpenMP shares out (TILE_M rows x one panel) tiles; the epilogue is applied as each output is stored."""
+The GEMM is GotoBLAS-style: A packed into panels of UNROLL_M rows, B into panels of 16 * VEC_N columns (zero-padded
+at the edges), an AVX-512 micro-kernel of UNROLL_M x VEC_N zmm accumulators (broadcast A, FMA, masked stores at the
+edges; a plain C kernel of the same shape without AVX-512), K read BLOCK_K deep at a time, and BLOCK_M x BLOCK_N
+tiles of C shared out by OpenMP, one parallel region per call; the epilogue runs on each tile once its last K block
+is done, while the tile is still in cache."""
 
 import torch
 import torch.nn as nn
@@ -13,68 +15,226 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#define EPILOGUE (v + bias[n] > 0.0f ? v + bias[n] : 0.0f)
-/* Packed GEMM: B is packed once per call into panels of BLOCK_N columns (zero-padded past N), so the micro-kernel
-   (UNROLL_M rows x BLOCK_N columns of accumulators, one FMA per row per vector of B) always runs full width; the
-   tail rows of A repeat the last row and are not stored. */
-#define TILE_M 64      /* rows of A per OpenMP work item */
-#define BLOCK_N 64     /* columns per packed panel of B: the micro-kernel's width */
-#define UNROLL_M 4     /* rows per micro-kernel */
+#include <string.h>
+#include <omp.h>
+#include <sys/mman.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+/* A GotoBLAS-style GEMM, C = A B: A is packed into panels of UNROLL_M rows and B into panels of 16 * VEC_N columns
+   (both zero-padded at the edges, all of K each), so the micro-kernel (UNROLL_M x VEC_N accumulators of 16 floats
+   held in zmm registers: per k one broadcast of A per row, VEC_N loads of B, one FMA per accumulator) always runs
+   full width and reads both operands contiguously. The panels of B are read BLOCK_K deep at a time (a BLOCK_K x
+   16 VEC_N slice stays in L1 while a BLOCK_M x BLOCK_K block of A streams from L2), and each thread owns BLOCK_M x
+   BLOCK_N tiles of C, whose edges are stored under a mask; the epilogue runs on a tile once its last K block is
+   done, while it is still in cache. Without AVX-512 a plain C micro-kernel of the same shape is used. */
+#define UNROLL_M 8    /* rows of the micro-kernel (MR) */
+#define VEC_N 2       /* 16-float vectors per row of the micro-kernel: its width NR = 16 * VEC_N */
+#define BLOCK_K 256   /* depth of K per pass over a tile (KC) */
+#define BLOCK_M 96    /* rows of C per tile (MC, rounded to a multiple of UNROLL_M) */
+#define BLOCK_N 256   /* columns of C per tile (NC, rounded to a multiple of NR) */
+#define MR UNROLL_M
+#define NR (16 * VEC_N)
+#define PRAGMA(x) _Pragma(#x)
+#define UNROLLED(n) PRAGMA(GCC unroll n)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* bp[p][k][j] = B[k][p * BLOCK_N + j]; B is given as (N, K) rows (a Linear weight) when trans_b, else as (K, N). */
-static void pack_b(const float* restrict b, float* restrict bp, int64_t K, int64_t N, int trans_b) {
-    int64_t panels = (N + BLOCK_N - 1) / BLOCK_N;
-    #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < panels; ++p)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t j = 0; j < BLOCK_N; ++j) {
-                int64_t n = p * BLOCK_N + j;
-                bp[(p * K + k) * BLOCK_N + j] = n < N ? (trans_b ? b[n * K + k] : b[k * N + n]) : 0.0f;
-            }
+/* The seed defines what is applied to each finished row segment of C: row[n] for n in [n0, n1) of row m. */
+struct epilogue;
+static inline void epilogue_row(float* restrict row, int64_t m, int64_t n0, int64_t n1, const struct epilogue* ep);
+
+static int64_t tile_m(void) { return MAX(BLOCK_M / MR, 1) * MR; }
+static int64_t tile_n(void) { return MAX(BLOCK_N / NR, 1) * NR; }
+static int64_t panels_a(int64_t M) { return (M + MR - 1) / MR; }
+static int64_t panels_b(int64_t N) { return (N + NR - 1) / NR; }
+/* Scratch for n floats. Large buffers are 2 MiB aligned and asked to be backed by huge pages: each call's fresh
+   scratch then costs a few page faults instead of one per 4 KiB page, which for a 1024^2 GEMM's packed operands
+   took longer than packing them. */
+static float* alloc_floats(int64_t n) {
+    size_t bytes = (size_t)n * 4, huge = (size_t)1 << 21;
+    if (bytes < huge) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    bytes = (bytes + huge - 1) / huge * huge;
+    float* p = aligned_alloc(huge, bytes);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
-static void gemm_packed(const float* restrict a, int64_t lda, const float* restrict bp, float* restrict c,
-                        int64_t ldc, int64_t M, int64_t K, int64_t N, const float* restrict bias,
-                        const float* restrict extra, int mode) {
-    int64_t panels = (N + BLOCK_N - 1) / BLOCK_N, mtiles = (M + TILE_M - 1) / TILE_M;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t mt = 0; mt < mtiles; ++mt)
-        for (int64_t p = 0; p < panels; ++p) {
-            const float* restrict panel = bp + p * K * BLOCK_N;
-            int64_t n0 = p * BLOCK_N, nn = N - n0 < BLOCK_N ? N - n0 : BLOCK_N;
-            int64_t mend = (mt + 1) * TILE_M < M ? (mt + 1) * TILE_M : M;
-            for (int64_t m0 = mt * TILE_M; m0 < mend; m0 += UNROLL_M) {
-                float acc[UNROLL_M][BLOCK_N];
-                const float* rows[UNROLL_M];
-                for (int r = 0; r < UNROLL_M; ++r) {
-                    rows[r] = a + (m0 + r < mend ? m0 + r : mend - 1) * lda;
-                    for (int j = 0; j < BLOCK_N; ++j) acc[r][j] = 0.0f;
-                }
-                for (int64_t k = 0; k < K; ++k) {
-                    const float* restrict bk = panel + k * BLOCK_N;
-                    #pragma GCC unroll 16
-                    for (int r = 0; r < UNROLL_M; ++r) {
-                        float av = rows[r][k];
-                        #pragma omp simd
-                        for (int j = 0; j < BLOCK_N; ++j) acc[r][j] += av * bk[j];
-                    }
-                }
-                for (int r = 0; r < UNROLL_M && m0 + r < mend; ++r)
-                    for (int64_t j = 0; j < nn; ++j) {
-                        int64_t m = m0 + r, n = n0 + j;
-                        float v = acc[r][j];
-                        c[m * ldc + n] = EPILOGUE;
-                    }
-            }
+/* Panel ip of A: ap[k][r] = A(ip * MR + r, k) for all K, zero past M; A(m, k) = a[m * sm + k * sk]. */
+static void pack_a_panel(const float* restrict a, int64_t sm, int64_t sk, int64_t M, int64_t K, int64_t ip,
+                         float* restrict ap) {
+    float* restrict dst = ap + ip * K * MR;
+    for (int r = 0; r < MR; ++r) {
+        int64_t m = ip * MR + r;
+        if (m < M) {
+            const float* restrict src = a + m * sm;
+            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = src[k * sk];
+        } else {
+            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = 0.0f;
         }
+    }
 }
 
-void linear_relu(const float* restrict x, const float* restrict w, const float* restrict bias,
-          float* restrict out,
-          int64_t M, int64_t K, int64_t N) {
-    float* bp = malloc(sizeof(float) * K * ((N + BLOCK_N - 1) / BLOCK_N) * BLOCK_N);
-    pack_b(w, bp, K, N, 1);
-    gemm_packed(x, K, bp, out, N, M, K, N, bias, 0, 0);
+#ifdef __AVX512F__
+/* dst[c][r] = src[r][c] for a 16 x 16 block (row strides ld_src, ld_dst): 32-bit, then 64-bit interleaves within
+   128-bit lanes, then two rounds of lane shuffles. */
+static inline void transpose16(const float* restrict src, int64_t ld_src, float* restrict dst, int64_t ld_dst) {
+    __m512 r[16], t[16];
+    UNROLLED(16) for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+    UNROLLED(8) for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    UNROLLED(4) for (int i = 0; i < 4; ++i) {  /* r[4i + q], lane l: column 4l + q of rows 4i .. 4i + 3 */
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    UNROLLED(4) for (int q = 0; q < 4; ++q) {
+        __m512 v = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);
+        __m512 w = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xDD);
+        __m512 v2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
+        __m512 w2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xDD);
+        _mm512_storeu_ps(dst + q * ld_dst, _mm512_shuffle_f32x4(v, v2, 0x88));
+        _mm512_storeu_ps(dst + (8 + q) * ld_dst, _mm512_shuffle_f32x4(v, v2, 0xDD));
+        _mm512_storeu_ps(dst + (4 + q) * ld_dst, _mm512_shuffle_f32x4(w, w2, 0x88));
+        _mm512_storeu_ps(dst + (12 + q) * ld_dst, _mm512_shuffle_f32x4(w, w2, 0xDD));
+    }
+}
+#endif
+
+/* Panel jp of B: bp[k][j] = B(k, jp * NR + j) for all K, zero past N; B(k, n) = b[k * sk + n * sn]. */
+static void pack_b_panel(const float* restrict b, int64_t sk, int64_t sn, int64_t K, int64_t N, int64_t jp,
+                         float* restrict bp) {
+    float* restrict dst = bp + jp * K * NR;
+    int64_t n0 = jp * NR, nn = MIN(NR, N - n0);
+    if (sn == 1) {
+        for (int64_t k = 0; k < K; ++k) {
+            const float* restrict src = b + k * sk + n0;
+            for (int64_t j = 0; j < nn; ++j) dst[k * NR + j] = src[j];
+            for (int64_t j = nn; j < NR; ++j) dst[k * NR + j] = 0.0f;
+        }
+    } else {  /* a transposed read: 16 x 16 blocks through registers where they are whole, element by element else */
+        int64_t k_whole = 0;
+#ifdef __AVX512F__
+        if (sk == 1) {
+            k_whole = K / 16 * 16;
+            for (int64_t j0 = 0; j0 + 16 <= nn; j0 += 16)
+                for (int64_t k0 = 0; k0 < k_whole; k0 += 16)
+                    transpose16(b + (n0 + j0) * sn + k0, sn, dst + k0 * NR + j0, NR);
+            for (int64_t j = nn / 16 * 16; j < NR; ++j)
+                for (int64_t k = 0; k < k_whole; ++k) dst[k * NR + j] = j < nn ? b[(n0 + j) * sn + k] : 0.0f;
+        }
+#endif
+        for (int64_t k = k_whole; k < K; ++k)
+            for (int64_t j = 0; j < NR; ++j) dst[k * NR + j] = j < nn ? b[(n0 + j) * sn + k * sk] : 0.0f;
+    }
+}
+
+/* c[r][j] (+)= sum_k a[k][r] * b[k][j] for r < mr, j < nr: a and b are kc deep slices of packed panels. */
+static inline void micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float* restrict c,
+                                int64_t ldc, int overwrite, int64_t mr, int64_t nr) {
+#ifdef __AVX512F__
+    __m512 acc[MR][VEC_N];
+    UNROLLED(16) for (int r = 0; r < MR; ++r)
+        UNROLLED(4) for (int v = 0; v < VEC_N; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[VEC_N];
+        UNROLLED(4) for (int v = 0; v < VEC_N; ++v) bv[v] = _mm512_load_ps(b + k * NR + 16 * v);
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            __m512 av = _mm512_set1_ps(a[k * MR + r]);
+            UNROLLED(4) for (int v = 0; v < VEC_N; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+        }
+    }
+    UNROLLED(4) for (int v = 0; v < VEC_N; ++v) {
+        int64_t lanes = nr - 16 * v;
+        if (lanes <= 0) break;
+        __mmask16 mask = lanes >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << lanes) - 1u);
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            if (r >= mr) break;
+            float* p = c + r * ldc + 16 * v;
+            __m512 out = overwrite ? acc[r][v] : _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mask, p));
+            _mm512_mask_storeu_ps(p, mask, out);
+        }
+    }
+#else
+    float acc[MR][NR];
+    for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NR; ++j) acc[r][j] = 0.0f;
+    for (int64_t k = 0; k < kc; ++k)
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            float av = a[k * MR + r];
+            #pragma omp simd
+            for (int j = 0; j < NR; ++j) acc[r][j] += av * b[k * NR + j];
+        }
+    for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = overwrite ? acc[r][j] : c[r * ldc + j] + acc[r][j];
+#endif
+}
+
+/* Rows [m0, m1) x columns [n0, n1) of C = A B from packed A (ap) and B (bp), K deep; m0 and n0 are multiples of MR
+   and NR. The epilogue (defined by the seed) is applied to each row of the tile after the last K block. */
+static void gemm_tile(const float* restrict ap, const float* restrict bp, float* restrict c, int64_t ldc,
+                      int64_t M, int64_t N, int64_t K, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                      const struct epilogue* ep) {
+    m1 = MIN(m1, M);
+    n1 = MIN(n1, N);
+    for (int64_t pc = 0; pc < K; pc += BLOCK_K) {
+        int64_t kc = MIN(BLOCK_K, K - pc);
+        for (int64_t jn = n0; jn < n1; jn += NR) {
+            const float* restrict bpanel = bp + (jn / NR) * K * NR + pc * NR;
+            for (int64_t im = m0; im < m1; im += MR)
+                micro_kernel(kc, ap + (im / MR) * K * MR + pc * MR, bpanel, c + im * ldc + jn, ldc, pc == 0,
+                             MIN(MR, m1 - im), MIN(NR, n1 - jn));
+        }
+    }
+    for (int64_t m = m0; m < m1; ++m) epilogue_row(c + m * ldc, m, n0, n1, ep);
+}
+
+/* C (M x N, row stride ldc) = epilogue(A B), inside an OpenMP parallel region: both operands are packed by the
+   team (ap: panels_a(M) * K floats, bp: panels_b(N) * K), then the team shares out the tiles of C dynamically (a
+   thread that the machine's other work holds back takes fewer). */
+static void gemm(const float* restrict a, int64_t a_sm, int64_t a_sk, const float* restrict b, int64_t b_sk,
+                 int64_t b_sn, float* restrict c, int64_t ldc, int64_t M, int64_t N, int64_t K, float* restrict ap,
+                 float* restrict bp, const struct epilogue* ep) {
+    int64_t pa = panels_a(M), pb = panels_b(N);
+    #pragma omp for schedule(static) nowait
+    for (int64_t ip = 0; ip < pa; ++ip) pack_a_panel(a, a_sm, a_sk, M, K, ip, ap);
+    #pragma omp for schedule(static)
+    for (int64_t jp = 0; jp < pb; ++jp) pack_b_panel(b, b_sk, b_sn, K, N, jp, bp);
+    int64_t tm = tile_m(), tn = tile_n(), mt = (M + tm - 1) / tm, nt = (N + tn - 1) / tn;
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < mt * nt; ++t) {
+        int64_t i = t / nt, j = t % nt;
+        gemm_tile(ap, bp, c, ldc, M, N, K, i * tm, (i + 1) * tm, j * tn, (j + 1) * tn, ep);
+    }
+}
+
+/* The epilogue: the bias (per column of C), then the relu. */
+struct epilogue { const float* bias; };
+static inline void epilogue_row(float* restrict row, int64_t m, int64_t n0, int64_t n1, const struct epilogue* ep) {
+    const float* restrict bias = ep->bias;
+    (void)m;
+    #pragma omp simd
+    for (int64_t n = n0; n < n1; ++n) {
+        float v = row[n] + bias[n];
+        row[n] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+void linear_relu(const float* restrict x, const float* restrict w, const float* restrict bias, float* restrict out,
+           int64_t M, int64_t K, int64_t N) {
+    float* ap = alloc_floats(panels_a(M) * MR * K);
+    float* bp = alloc_floats(panels_b(N) * NR * K);
+    struct epilogue ep = {bias};
+    #pragma omp parallel
+    gemm(x, K, 1, w, 1, K, out, N, M, N, K, ap, bp, &ep);  /* B(k, n) = W[n][k]: the weight read transposed */
+    free(ap);
     free(bp);
 }
 """

@@ -1,5 +1,8 @@
-"""Native seed for ops/swiglu: silu(gate) * up read straight from the two halves of each row of the fused
-(tokens, 2 * hidden) input, one vectorised pass per row (no chunk copies)."""
+"""Native seed for ops/swiglu: silu(gate) * up with gate and up the two halves of each row; rows split across
+OpenMP threads (static chunks of CHUNK rows), AVX-512 with a vectorised exp(-g) (see exp_neg16) and rcp14 plus a
+Newton step for the sigmoid's division, unmasked except for the tail (masked stores are slow on AMD Zen 4); a
+portable expf loop where AVX-512 is missing. Both input streams are software-prefetched PREFETCH floats ahead
+(measured faster here), and a large output is written with non-temporal stores (see STREAM_FROM_BYTES)."""
 
 import torch
 import torch.nn as nn
@@ -9,18 +12,86 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #define CHUNK 16
+#define PREFETCH 256  /* floats ahead in each of the two input streams */
+/* the address PREFETCH floats past p, formed as an integer: past the last row it points beyond the tensor, which a
+   prefetch may (it never faults) but C's pointer arithmetic may not */
+#define AHEAD(p) ((const char*)((uintptr_t)(p) + PREFETCH * sizeof(float)))
+#ifdef __AVX512F__
+#include <immintrin.h>
+/* exp(-g) of 16 floats as 2^t, t = -g log2 e clamped to [-150, 64] (past 64 the sigmoid is below 2^-64 either way,
+   and a finite 2^t keeps the reciprocal's Newton step finite): n = round(t), f = t - n in [-1/2, 1/2], a degree-5
+   polynomial for 2^f (fitted for relative error, about 2e-7) and scalef for the 2^n; ten vector operations where a
+   general exp with a two-part ln 2 reduction takes thirteen. */
+static inline __m512 exp_neg16(__m512 g) {
+    __m512 t = _mm512_mul_ps(g, _mm512_set1_ps(-1.44269504088896341f));
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(64.0f));
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.327647129073739e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675540961325169e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713092088699e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402212023735046e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469440460205e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000119209290f));
+    return _mm512_scalef_ps(p, n);
+}
+/* the lanes of a 16-wide step that lie before the end, `left` elements away */
+static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+#endif
+#ifdef __AVX512F__
+static inline __m512 swiglu16(__m512 g, __m512 u) {
+    __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_neg16(g));
+    __m512 r = _mm512_rcp14_ps(d);
+    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));  /* one Newton step: about 2^-28 */
+    return _mm512_mul_ps(_mm512_mul_ps(g, r), u);
+}
+#endif
+
+/* An output of STREAM_FROM_BYTES or more is written with non-temporal stores where every row starts on a cache line:
+   it outgrows the caches anyway, and streaming it to memory saves the read of each output line that an ordinary store
+   makes first. Each thread fences its streamed stores. */
+#define STREAM_FROM_BYTES (8 << 20)
 void swiglu(const float* restrict x, float* restrict out, int64_t rows, int64_t hidden) {
-    #pragma omp parallel for schedule(static, CHUNK)
+    int stream = rows * hidden * (int64_t)sizeof(float) >= STREAM_FROM_BYTES && hidden % 16 == 0
+                 && (uintptr_t)out % 64 == 0;
+    (void)stream;
+    #pragma omp parallel
+    {
+    #pragma omp for schedule(static, CHUNK) nowait
     for (int64_t r = 0; r < rows; ++r) {
         const float* restrict gate = x + r * 2 * hidden;
         const float* restrict up = gate + hidden;
         float* restrict dst = out + r * hidden;
-        #pragma omp simd
-        for (int64_t i = 0; i < hidden; ++i) dst[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        int64_t i = 0;
+#ifdef __AVX512F__
+        if (stream)
+            for (; i + 16 <= hidden; i += 16) {
+                _mm_prefetch(AHEAD(gate + i), _MM_HINT_T0);
+                _mm_prefetch(AHEAD(up + i), _MM_HINT_T0);
+                _mm512_stream_ps(dst + i, swiglu16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+            }
+        else
+            for (; i + 16 <= hidden; i += 16) {
+                _mm_prefetch(AHEAD(gate + i), _MM_HINT_T0);
+                _mm_prefetch(AHEAD(up + i), _MM_HINT_T0);
+                _mm512_storeu_ps(dst + i, swiglu16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+            }
+        if (i < hidden) {  /* masked stores are slow on some CPUs (AMD Zen 4): only the tail uses one */
+            __mmask16 k = tail16(hidden - i);
+            __m512 y = swiglu16(_mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, up + i));
+            _mm512_mask_storeu_ps(dst + i, k, y);
+        }
+#else
+        for (; i < hidden; ++i) dst[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+#endif
+    }
+#ifdef __AVX512F__
+    _mm_sfence();
+#endif
     }
 }
 """
-lib = load_c("swiglu", SOURCE, functions=["swiglu"], flags=["-O3", "-march=native", "-fopenmp", "-ffast-math"])
+lib = load_c("swiglu", SOURCE, functions=["swiglu"], flags=["-O3", "-march=native", "-fopenmp"])
 
 
 class ModelNew(nn.Module):

@@ -1,11 +1,13 @@
-"""Native seed for ops/transformer_block: the whole pre-LN block in one C call: layer norm, the
-qkv GEMM, causal attention read in place from the fused qkv rows (per query row: scores over the keys up to it,
-softmax in L1, times V), the projection GEMM with the residual fused into its epilogue, layer norm, fc1 with the
-exact GELU fused, fc2 with the second residual fused.
+"""Native seed for ops/transformer_block: the whole pre-LN block in one C call and one parallel region:
+layer norm, the qkv GEMM, causal attention read in place from the fused qkv rows (two GEMMs with a fused masked
+softmax per block of query rows), the projection GEMM with the residual fused into its epilogue, layer norm, fc1
+with the exact GELU fused, fc2 with the second residual fused.
 
-The GEMM packs B into panels of BLOCK_N columns (zero-padded past N) so that its micro-kernel (UNROLL_M rows x
-BLOCK_N columns of accumulators held in vector registers, one FMA per row per vector of B) always runs full width;
-OpenMP shares out (TILE_M rows x one panel) tiles; the epilogue is applied as each output is stored."""
+The GEMM is GotoBLAS-style: A packed into panels of UNROLL_M rows, B into panels of 16 * VEC_N columns (zero-padded
+at the edges), an AVX-512 micro-kernel of UNROLL_M x VEC_N zmm accumulators (broadcast A, FMA, masked stores at the
+edges; a plain C kernel of the same shape without AVX-512), K read BLOCK_K deep at a time, and BLOCK_M x BLOCK_N
+tiles of C shared out by OpenMP, one parallel region per call; the epilogue runs on each tile once its last K block
+is done, while the tile is still in cache."""
 
 import torch
 import torch.nn as nn
@@ -15,110 +17,317 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-/* mode 0: + bias; 1: + bias, then exact GELU; 2: + bias + residual */
-static inline float epilogue(float v, int mode, const float* restrict residual) {
-    return mode == 1 ? 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)) : mode == 2 ? v + *residual : v;
-}
-#define EPILOGUE epilogue(v + bias[n], mode, extra + m * ldc + n)
-/* Packed GEMM: B is packed once per call into panels of BLOCK_N columns (zero-padded past N), so the micro-kernel
-   (UNROLL_M rows x BLOCK_N columns of accumulators, one FMA per row per vector of B) always runs full width; the
-   tail rows of A repeat the last row and are not stored. */
-#define TILE_M 64      /* rows of A per OpenMP work item */
-#define BLOCK_N 64     /* columns per packed panel of B: the micro-kernel's width */
-#define UNROLL_M 4     /* rows per micro-kernel */
-
-/* bp[p][k][j] = B[k][p * BLOCK_N + j]; B is given as (N, K) rows (a Linear weight) when trans_b, else as (K, N). */
-static void pack_b(const float* restrict b, float* restrict bp, int64_t K, int64_t N, int trans_b) {
-    int64_t panels = (N + BLOCK_N - 1) / BLOCK_N;
-    #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < panels; ++p)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t j = 0; j < BLOCK_N; ++j) {
-                int64_t n = p * BLOCK_N + j;
-                bp[(p * K + k) * BLOCK_N + j] = n < N ? (trans_b ? b[n * K + k] : b[k * N + n]) : 0.0f;
-            }
-}
-
-static void gemm_packed(const float* restrict a, int64_t lda, const float* restrict bp, float* restrict c,
-                        int64_t ldc, int64_t M, int64_t K, int64_t N, const float* restrict bias,
-                        const float* restrict extra, int mode) {
-    int64_t panels = (N + BLOCK_N - 1) / BLOCK_N, mtiles = (M + TILE_M - 1) / TILE_M;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t mt = 0; mt < mtiles; ++mt)
-        for (int64_t p = 0; p < panels; ++p) {
-            const float* restrict panel = bp + p * K * BLOCK_N;
-            int64_t n0 = p * BLOCK_N, nn = N - n0 < BLOCK_N ? N - n0 : BLOCK_N;
-            int64_t mend = (mt + 1) * TILE_M < M ? (mt + 1) * TILE_M : M;
-            for (int64_t m0 = mt * TILE_M; m0 < mend; m0 += UNROLL_M) {
-                float acc[UNROLL_M][BLOCK_N];
-                const float* rows[UNROLL_M];
-                for (int r = 0; r < UNROLL_M; ++r) {
-                    rows[r] = a + (m0 + r < mend ? m0 + r : mend - 1) * lda;
-                    for (int j = 0; j < BLOCK_N; ++j) acc[r][j] = 0.0f;
-                }
-                for (int64_t k = 0; k < K; ++k) {
-                    const float* restrict bk = panel + k * BLOCK_N;
-                    #pragma GCC unroll 16
-                    for (int r = 0; r < UNROLL_M; ++r) {
-                        float av = rows[r][k];
-                        #pragma omp simd
-                        for (int j = 0; j < BLOCK_N; ++j) acc[r][j] += av * bk[j];
-                    }
-                }
-                for (int r = 0; r < UNROLL_M && m0 + r < mend; ++r)
-                    for (int64_t j = 0; j < nn; ++j) {
-                        int64_t m = m0 + r, n = n0 + j;
-                        float v = acc[r][j];
-                        c[m * ldc + n] = EPILOGUE;
-                    }
-            }
-        }
-}
-
-#define UNROLL 4  /* keys per unrolled step of probabilities x V */
+#include <string.h>
+#include <omp.h>
+#include <sys/mman.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+/* A GotoBLAS-style GEMM, C = A B: A is packed into panels of UNROLL_M rows and B into panels of 16 * VEC_N columns
+   (both zero-padded at the edges, all of K each), so the micro-kernel (UNROLL_M x VEC_N accumulators of 16 floats
+   held in zmm registers: per k one broadcast of A per row, VEC_N loads of B, one FMA per accumulator) always runs
+   full width and reads both operands contiguously. The panels of B are read BLOCK_K deep at a time (a BLOCK_K x
+   16 VEC_N slice stays in L1 while a BLOCK_M x BLOCK_K block of A streams from L2), and each thread owns BLOCK_M x
+   BLOCK_N tiles of C, whose edges are stored under a mask; the epilogue runs on a tile once its last K block is
+   done, while it is still in cache. Without AVX-512 a plain C micro-kernel of the same shape is used. */
+#define UNROLL_M 8    /* rows of the micro-kernel (MR) */
+#define VEC_N 2       /* 16-float vectors per row of the micro-kernel: its width NR = 16 * VEC_N */
+#define BLOCK_K 256   /* depth of K per pass over a tile (KC) */
+#define BLOCK_M 96    /* rows of C per tile (MC, rounded to a multiple of UNROLL_M) */
+#define BLOCK_N 256   /* columns of C per tile (NC, rounded to a multiple of NR) */
+#define MR UNROLL_M
+#define NR (16 * VEC_N)
 #define PRAGMA(x) _Pragma(#x)
 #define UNROLLED(n) PRAGMA(GCC unroll n)
-/* Causal attention for one head: q, k, v, o are (seq, d) with row strides ld (so heads can be read in place from a
-   fused qkv tensor). kt (d, seq) is k transposed, so each query's scores are a vectorised loop over keys; the
-   softmax runs on the row of scores in L1, then the output row is the probabilities times v (vectorised over d). */
-static void attend_head(const float* restrict q, const float* restrict k, const float* restrict v, float* restrict o,
-                        int64_t seq, int64_t d, int64_t ld_in, int64_t ld_out, float* restrict kt,
-                        float* restrict s) {
-    float scale = 1.0f / sqrtf((float)d);
-    for (int64_t j = 0; j < seq; ++j)
-        for (int64_t c = 0; c < d; ++c) kt[c * seq + j] = k[j * ld_in + c];
-    for (int64_t i = 0; i < seq; ++i) {
-        int64_t n = i + 1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) s[j] = 0.0f;
-        for (int64_t c = 0; c < d; ++c) {
-            float qc = q[i * ld_in + c] * scale;
-            const float* restrict row = kt + c * seq;
-            #pragma omp simd
-            for (int64_t j = 0; j < n; ++j) s[j] += qc * row[j];
-        }
-        float mx = -INFINITY, sum = 0.0f;
-        #pragma omp simd reduction(max:mx)
-        for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
-        #pragma omp simd reduction(+:sum)
-        for (int64_t j = 0; j < n; ++j) { s[j] = expf(s[j] - mx); sum += s[j]; }
-        float inv = 1.0f / sum;
-        float* restrict out = o + i * ld_out;
-        #pragma omp simd
-        for (int64_t c = 0; c < d; ++c) out[c] = 0.0f;
-        UNROLLED(UNROLL)
-        for (int64_t j = 0; j < n; ++j) {
-            float pj = s[j] * inv;
-            const float* restrict vj = v + j * ld_in;
-            #pragma omp simd
-            for (int64_t c = 0; c < d; ++c) out[c] += pj * vj[c];
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* The seed defines what is applied to each finished row segment of C: row[n] for n in [n0, n1) of row m. */
+struct epilogue;
+static inline void epilogue_row(float* restrict row, int64_t m, int64_t n0, int64_t n1, const struct epilogue* ep);
+
+static int64_t tile_m(void) { return MAX(BLOCK_M / MR, 1) * MR; }
+static int64_t tile_n(void) { return MAX(BLOCK_N / NR, 1) * NR; }
+static int64_t panels_a(int64_t M) { return (M + MR - 1) / MR; }
+static int64_t panels_b(int64_t N) { return (N + NR - 1) / NR; }
+/* Scratch for n floats. Large buffers are 2 MiB aligned and asked to be backed by huge pages: each call's fresh
+   scratch then costs a few page faults instead of one per 4 KiB page, which for a 1024^2 GEMM's packed operands
+   took longer than packing them. */
+static float* alloc_floats(int64_t n) {
+    size_t bytes = (size_t)n * 4, huge = (size_t)1 << 21;
+    if (bytes < huge) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    bytes = (bytes + huge - 1) / huge * huge;
+    float* p = aligned_alloc(huge, bytes);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* Panel ip of A: ap[k][r] = A(ip * MR + r, k) for all K, zero past M; A(m, k) = a[m * sm + k * sk]. */
+static void pack_a_panel(const float* restrict a, int64_t sm, int64_t sk, int64_t M, int64_t K, int64_t ip,
+                         float* restrict ap) {
+    float* restrict dst = ap + ip * K * MR;
+    for (int r = 0; r < MR; ++r) {
+        int64_t m = ip * MR + r;
+        if (m < M) {
+            const float* restrict src = a + m * sm;
+            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = src[k * sk];
+        } else {
+            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = 0.0f;
         }
     }
 }
 
+#ifdef __AVX512F__
+/* dst[c][r] = src[r][c] for a 16 x 16 block (row strides ld_src, ld_dst): 32-bit, then 64-bit interleaves within
+   128-bit lanes, then two rounds of lane shuffles. */
+static inline void transpose16(const float* restrict src, int64_t ld_src, float* restrict dst, int64_t ld_dst) {
+    __m512 r[16], t[16];
+    UNROLLED(16) for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+    UNROLLED(8) for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    UNROLLED(4) for (int i = 0; i < 4; ++i) {  /* r[4i + q], lane l: column 4l + q of rows 4i .. 4i + 3 */
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    UNROLLED(4) for (int q = 0; q < 4; ++q) {
+        __m512 v = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);
+        __m512 w = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xDD);
+        __m512 v2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
+        __m512 w2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xDD);
+        _mm512_storeu_ps(dst + q * ld_dst, _mm512_shuffle_f32x4(v, v2, 0x88));
+        _mm512_storeu_ps(dst + (8 + q) * ld_dst, _mm512_shuffle_f32x4(v, v2, 0xDD));
+        _mm512_storeu_ps(dst + (4 + q) * ld_dst, _mm512_shuffle_f32x4(w, w2, 0x88));
+        _mm512_storeu_ps(dst + (12 + q) * ld_dst, _mm512_shuffle_f32x4(w, w2, 0xDD));
+    }
+}
+#endif
+
+/* Panel jp of B: bp[k][j] = B(k, jp * NR + j) for all K, zero past N; B(k, n) = b[k * sk + n * sn]. */
+static void pack_b_panel(const float* restrict b, int64_t sk, int64_t sn, int64_t K, int64_t N, int64_t jp,
+                         float* restrict bp) {
+    float* restrict dst = bp + jp * K * NR;
+    int64_t n0 = jp * NR, nn = MIN(NR, N - n0);
+    if (sn == 1) {
+        for (int64_t k = 0; k < K; ++k) {
+            const float* restrict src = b + k * sk + n0;
+            for (int64_t j = 0; j < nn; ++j) dst[k * NR + j] = src[j];
+            for (int64_t j = nn; j < NR; ++j) dst[k * NR + j] = 0.0f;
+        }
+    } else {  /* a transposed read: 16 x 16 blocks through registers where they are whole, element by element else */
+        int64_t k_whole = 0;
+#ifdef __AVX512F__
+        if (sk == 1) {
+            k_whole = K / 16 * 16;
+            for (int64_t j0 = 0; j0 + 16 <= nn; j0 += 16)
+                for (int64_t k0 = 0; k0 < k_whole; k0 += 16)
+                    transpose16(b + (n0 + j0) * sn + k0, sn, dst + k0 * NR + j0, NR);
+            for (int64_t j = nn / 16 * 16; j < NR; ++j)
+                for (int64_t k = 0; k < k_whole; ++k) dst[k * NR + j] = j < nn ? b[(n0 + j) * sn + k] : 0.0f;
+        }
+#endif
+        for (int64_t k = k_whole; k < K; ++k)
+            for (int64_t j = 0; j < NR; ++j) dst[k * NR + j] = j < nn ? b[(n0 + j) * sn + k * sk] : 0.0f;
+    }
+}
+
+/* c[r][j] (+)= sum_k a[k][r] * b[k][j] for r < mr, j < nr: a and b are kc deep slices of packed panels. */
+static inline void micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float* restrict c,
+                                int64_t ldc, int overwrite, int64_t mr, int64_t nr) {
+#ifdef __AVX512F__
+    __m512 acc[MR][VEC_N];
+    UNROLLED(16) for (int r = 0; r < MR; ++r)
+        UNROLLED(4) for (int v = 0; v < VEC_N; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[VEC_N];
+        UNROLLED(4) for (int v = 0; v < VEC_N; ++v) bv[v] = _mm512_load_ps(b + k * NR + 16 * v);
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            __m512 av = _mm512_set1_ps(a[k * MR + r]);
+            UNROLLED(4) for (int v = 0; v < VEC_N; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+        }
+    }
+    UNROLLED(4) for (int v = 0; v < VEC_N; ++v) {
+        int64_t lanes = nr - 16 * v;
+        if (lanes <= 0) break;
+        __mmask16 mask = lanes >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << lanes) - 1u);
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            if (r >= mr) break;
+            float* p = c + r * ldc + 16 * v;
+            __m512 out = overwrite ? acc[r][v] : _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mask, p));
+            _mm512_mask_storeu_ps(p, mask, out);
+        }
+    }
+#else
+    float acc[MR][NR];
+    for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NR; ++j) acc[r][j] = 0.0f;
+    for (int64_t k = 0; k < kc; ++k)
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            float av = a[k * MR + r];
+            #pragma omp simd
+            for (int j = 0; j < NR; ++j) acc[r][j] += av * b[k * NR + j];
+        }
+    for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = overwrite ? acc[r][j] : c[r * ldc + j] + acc[r][j];
+#endif
+}
+
+/* Rows [m0, m1) x columns [n0, n1) of C = A B from packed A (ap) and B (bp), K deep; m0 and n0 are multiples of MR
+   and NR. The epilogue (defined by the seed) is applied to each row of the tile after the last K block. */
+static void gemm_tile(const float* restrict ap, const float* restrict bp, float* restrict c, int64_t ldc,
+                      int64_t M, int64_t N, int64_t K, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                      const struct epilogue* ep) {
+    m1 = MIN(m1, M);
+    n1 = MIN(n1, N);
+    for (int64_t pc = 0; pc < K; pc += BLOCK_K) {
+        int64_t kc = MIN(BLOCK_K, K - pc);
+        for (int64_t jn = n0; jn < n1; jn += NR) {
+            const float* restrict bpanel = bp + (jn / NR) * K * NR + pc * NR;
+            for (int64_t im = m0; im < m1; im += MR)
+                micro_kernel(kc, ap + (im / MR) * K * MR + pc * MR, bpanel, c + im * ldc + jn, ldc, pc == 0,
+                             MIN(MR, m1 - im), MIN(NR, n1 - jn));
+        }
+    }
+    for (int64_t m = m0; m < m1; ++m) epilogue_row(c + m * ldc, m, n0, n1, ep);
+}
+
+/* C (M x N, row stride ldc) = epilogue(A B), inside an OpenMP parallel region: both operands are packed by the
+   team (ap: panels_a(M) * K floats, bp: panels_b(N) * K), then the team shares out the tiles of C dynamically (a
+   thread that the machine's other work holds back takes fewer). */
+static void gemm(const float* restrict a, int64_t a_sm, int64_t a_sk, const float* restrict b, int64_t b_sk,
+                 int64_t b_sn, float* restrict c, int64_t ldc, int64_t M, int64_t N, int64_t K, float* restrict ap,
+                 float* restrict bp, const struct epilogue* ep) {
+    int64_t pa = panels_a(M), pb = panels_b(N);
+    #pragma omp for schedule(static) nowait
+    for (int64_t ip = 0; ip < pa; ++ip) pack_a_panel(a, a_sm, a_sk, M, K, ip, ap);
+    #pragma omp for schedule(static)
+    for (int64_t jp = 0; jp < pb; ++jp) pack_b_panel(b, b_sk, b_sn, K, N, jp, bp);
+    int64_t tm = tile_m(), tn = tile_n(), mt = (M + tm - 1) / tm, nt = (N + tn - 1) / tn;
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < mt * nt; ++t) {
+        int64_t i = t / nt, j = t % nt;
+        gemm_tile(ap, bp, c, ldc, M, N, K, i * tm, (i + 1) * tm, j * tn, (j + 1) * tn, ep);
+    }
+}
+
+/* The epilogues of the block's GEMMs: the bias (per column of C), then the exact GELU (fc1, libmvec's vector erff
+   under -ffast-math) or the residual (proj and fc2). */
+struct epilogue { const float* bias; const float* residual; int64_t ld; int gelu; };
+static inline void epilogue_row(float* restrict row, int64_t m, int64_t n0, int64_t n1, const struct epilogue* ep) {
+    const float* restrict bias = ep->bias;
+    if (ep->gelu) {
+        #pragma omp simd
+        for (int64_t n = n0; n < n1; ++n) {
+            float v = row[n] + bias[n];
+            row[n] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        }
+    } else if (ep->residual) {
+        const float* restrict res = ep->residual + m * ep->ld;
+        #pragma omp simd
+        for (int64_t n = n0; n < n1; ++n) row[n] += bias[n] + res[n];
+    } else {
+        #pragma omp simd
+        for (int64_t n = n0; n < n1; ++n) row[n] += bias[n];
+    }
+}
+
+#define BLOCK_Q 64    /* query rows per work item of attention (rounded to a multiple of UNROLL_M) */
+/* Causal attention for BLOCK_Q query rows [q0, q1) of one head, as two GEMMs on the micro-kernel with a fused masked
+   softmax between them. q and o are (seq, d) with row strides ld_q and ld_o (heads are read and written in place);
+   kp holds the head's keys packed as B of S = Q K^T (d deep, panels of NR keys) and vp its values packed as B of
+   O = P V (seq deep, panels of NR channels). The scores of the block (rows x keys up to q1) stay in s (row stride
+   ld_s), the unnormalised probabilities overwrite them, and the rows of O are divided by their sums at the end;
+   keys past q1 are never touched. ap: scratch for the packed rows of Q, then of P. */
+static void attend_block(const float* restrict q, int64_t ld_q, const float* restrict kp, const float* restrict vp,
+                         float* restrict o, int64_t ld_o, int64_t seq, int64_t d, int64_t q0, int64_t q1,
+                         float* restrict s, int64_t ld_s, float* restrict ap, float* restrict inv) {
+    int64_t rows = q1 - q0, keys = q1, pa = panels_a(rows), pk = panels_b(keys), pv = panels_b(d);
+    float scale = 1.0f / sqrtf((float)d);
+    for (int64_t ip = 0; ip < pa; ++ip) pack_a_panel(q + q0 * ld_q, ld_q, 1, rows, d, ip, ap);
+    for (int64_t jp = 0; jp < pk; ++jp)
+        for (int64_t ip = 0; ip < pa; ++ip) {
+            if (jp * NR > q0 + ip * MR + MR - 1) continue;  /* every key of this panel is masked for these rows */
+            micro_kernel(d, ap + ip * d * MR, kp + jp * d * NR, s + ip * MR * ld_s + jp * NR, ld_s, 1,
+                         MIN(MR, rows - ip * MR), NR);
+        }
+    for (int64_t r = 0; r < rows; ++r) {
+        float* restrict row = s + r * ld_s;
+        int64_t n = q0 + r + 1;  /* keys 0 .. q0 + r are visible to query q0 + r */
+        float mx = -INFINITY, sum = 0.0f;
+        #pragma omp simd reduction(max:mx)
+        for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+        #pragma omp simd reduction(+:sum)
+        for (int64_t j = 0; j < n; ++j) {
+            float p = expf((row[j] - mx) * scale);
+            row[j] = p;
+            sum += p;
+        }
+        for (int64_t j = n; j < keys; ++j) row[j] = 0.0f;
+        inv[r] = 1.0f / sum;
+    }
+    for (int64_t ip = 0; ip < pa; ++ip) pack_a_panel(s, ld_s, 1, rows, keys, ip, ap);
+    for (int64_t pc = 0; pc < keys; pc += BLOCK_K) {
+        int64_t kc = MIN(BLOCK_K, keys - pc);
+        for (int64_t jp = 0; jp < pv; ++jp)
+            for (int64_t ip = 0; ip < pa; ++ip)
+                micro_kernel(kc, ap + ip * keys * MR + pc * MR, vp + jp * seq * NR + pc * NR,
+                             o + (q0 + ip * MR) * ld_o + jp * NR, ld_o, pc == 0, MIN(MR, rows - ip * MR),
+                             MIN(NR, d - jp * NR));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        float* restrict row = o + (q0 + r) * ld_o;
+        #pragma omp simd
+        for (int64_t c = 0; c < d; ++c) row[c] *= inv[r];
+    }
+}
+
+/* Causal attention over `heads` heads, inside an OpenMP parallel region: the team packs every head's keys and values
+   (kp: heads * panels_b(seq) * NR * d floats, vp: heads * panels_b(d) * NR * seq), then shares out (head, query
+   block) items, the costliest (last) blocks first. Head h's q, k, v start at h_stride * h (batch entries of a fused
+   qkv: see the callers) with row stride ld_in; its output at o + o_stride * h, row stride ld_o. */
+static void attention(const float* restrict q, const float* restrict k, const float* restrict v, int64_t ld_in,
+                      float* restrict o, int64_t ld_o, int64_t heads, int64_t heads_per_batch, int64_t batch_in,
+                      int64_t head_in, int64_t batch_out, int64_t head_out, int64_t seq, int64_t d,
+                      float* restrict kp, float* restrict vp) {
+    int64_t pk = panels_b(seq), pv = panels_b(d), size_k = pk * NR * d, size_v = pv * NR * seq;
+    int64_t qb = MAX(BLOCK_Q / MR, 1) * MR, nq = (seq + qb - 1) / qb, ld_s = pk * NR;
+    #pragma omp for schedule(static) nowait
+    for (int64_t i = 0; i < heads * pk; ++i) {
+        int64_t h = i / pk, off = h / heads_per_batch * batch_in + h % heads_per_batch * head_in;
+        pack_b_panel(k + off, 1, ld_in, d, seq, i % pk, kp + h * size_k);
+    }
+    #pragma omp for schedule(static)
+    for (int64_t i = 0; i < heads * pv; ++i) {
+        int64_t h = i / pv, off = h / heads_per_batch * batch_in + h % heads_per_batch * head_in;
+        pack_b_panel(v + off, ld_in, 1, seq, d, i % pv, vp + h * size_v);
+    }
+    float* s = alloc_floats(qb * ld_s);
+    float* ap = alloc_floats(panels_a(qb) * MR * MAX(ld_s, d));
+    float* inv = alloc_floats(qb);
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < heads * nq; ++item) {
+        int64_t blk = nq - 1 - item / heads, h = item % heads;
+        int64_t in = h / heads_per_batch * batch_in + h % heads_per_batch * head_in;
+        int64_t out = h / heads_per_batch * batch_out + h % heads_per_batch * head_out;
+        attend_block(q + in, ld_in, kp + h * size_k, vp + h * size_v, o + out, ld_o, seq, d, blk * qb,
+                     MIN(seq, (blk + 1) * qb), s, ld_s, ap, inv);
+    }
+    free(s);
+    free(ap);
+    free(inv);
+}
+
+/* Layer norm of rows x cols, inside a parallel region (rows shared out). */
 static void layer_norm(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict y,
                        int64_t rows, int64_t cols) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
         const float* restrict row = x + r * cols;
         float sum = 0.0f, sq = 0.0f;
@@ -132,44 +341,42 @@ static void layer_norm(const float* restrict x, const float* restrict w, const f
         for (int64_t i = 0; i < cols; ++i) y[r * cols + i] = (row[i] - mean) * rstd * w[i] + b[i];
     }
 }
-static void linear(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict y,
-                   const float* restrict residual, int mode, int64_t M, int64_t K, int64_t N, float* restrict bp) {
-    pack_b(w, bp, K, N, 1);
-    gemm_packed(x, K, bp, y, N, M, K, N, b, residual, mode);
-}
-/* params: ln1.w, ln1.b, qkv.w, qkv.b, proj.w, proj.b, ln2.w, ln2.b, fc1.w, fc1.b, fc2.w, fc2.b, in that order. */
+
+/* params: ln1.w, ln1.b, qkv.w, qkv.b, proj.w, proj.b, ln2.w, ln2.b, fc1.w, fc1.b, fc2.w, fc2.b, in that order.
+   One parallel region for the whole block; each step's last work-sharing loop ends in a barrier. */
 void transformer_block(const float* restrict x, const float* restrict ln1w, const float* restrict ln1b,
                        const float* restrict qkvw, const float* restrict qkvb, const float* restrict projw,
                        const float* restrict projb, const float* restrict ln2w, const float* restrict ln2b,
                        const float* restrict fc1w, const float* restrict fc1b, const float* restrict fc2w,
                        const float* restrict fc2b, float* restrict out, int64_t batch, int64_t seq, int64_t dim,
                        int64_t heads) {
-    int64_t T = batch * seq, hd = dim / heads, wide = 4 * dim + BLOCK_N;
-    float* bp = malloc(sizeof(float) * 4 * dim * wide);
-    float* ln = malloc(sizeof(float) * T * dim);
-    float* big = malloc(sizeof(float) * T * 4 * dim);  /* qkv (T, 3 dim), later fc1's output (T, 4 dim) */
-    float* attn = malloc(sizeof(float) * T * dim);
-    float* h1 = malloc(sizeof(float) * T * dim);
-    layer_norm(x, ln1w, ln1b, ln, T, dim);
-    linear(ln, qkvw, qkvb, big, 0, 0, T, dim, 3 * dim, bp);
+    int64_t T = batch * seq, hd = dim / heads, hidden = 4 * dim, all = batch * heads;
+    float* ap = alloc_floats(panels_a(T) * MR * hidden);
+    float* bp = alloc_floats(MAX(panels_b(hidden) * NR * dim, MAX(panels_b(3 * dim), panels_b(dim) * 4) * NR * dim));
+    float* kp = alloc_floats(all * panels_b(seq) * NR * hd);
+    float* vp = alloc_floats(all * panels_b(hd) * NR * seq);
+    float* ln = alloc_floats(T * dim);
+    float* big = alloc_floats(T * hidden);  /* qkv (T, 3 dim), later fc1's output (T, 4 dim) */
+    float* attn = alloc_floats(T * dim);
+    float* h1 = alloc_floats(T * dim);
+    struct epilogue e_qkv = {qkvb, 0, 0, 0}, e_proj = {projb, x, dim, 0}, e_fc1 = {fc1b, 0, 0, 1};
+    struct epilogue e_fc2 = {fc2b, h1, dim, 0};
     #pragma omp parallel
     {
-        float* kt = malloc(sizeof(float) * hd * seq);
-        float* s = malloc(sizeof(float) * seq);
-        #pragma omp for schedule(dynamic, 1)
-        for (int64_t bh = 0; bh < batch * heads; ++bh) {
-            int64_t b = bh / heads, h = bh % heads;
-            const float* base = big + b * seq * 3 * dim + h * hd;
-            attend_head(base, base + dim, base + 2 * dim, attn + b * seq * dim + h * hd, seq, hd, 3 * dim, dim, kt, s);
-        }
-        free(kt);
-        free(s);
+        layer_norm(x, ln1w, ln1b, ln, T, dim);
+        gemm(ln, dim, 1, qkvw, 1, dim, big, 3 * dim, T, 3 * dim, dim, ap, bp, &e_qkv);
+        /* head h of batch entry b: q at big[b * seq * 3 dim + h * hd], k and v dim and 2 dim further on */
+        attention(big, big + dim, big + 2 * dim, 3 * dim, attn, dim, all, heads, seq * 3 * dim, hd, seq * dim, hd,
+                  seq, hd, kp, vp);
+        gemm(attn, dim, 1, projw, 1, dim, h1, dim, T, dim, dim, ap, bp, &e_proj);
+        layer_norm(h1, ln2w, ln2b, ln, T, dim);
+        gemm(ln, dim, 1, fc1w, 1, dim, big, hidden, T, hidden, dim, ap, bp, &e_fc1);
+        gemm(big, hidden, 1, fc2w, 1, hidden, out, dim, T, dim, hidden, ap, bp, &e_fc2);
     }
-    linear(attn, projw, projb, h1, x, 2, T, dim, dim, bp);
-    layer_norm(h1, ln2w, ln2b, ln, T, dim);
-    linear(ln, fc1w, fc1b, big, 0, 1, T, dim, 4 * dim, bp);
-    linear(big, fc2w, fc2b, out, h1, 2, T, 4 * dim, dim, bp);
+    free(ap);
     free(bp);
+    free(kp);
+    free(vp);
     free(ln);
     free(big);
     free(attn);

@@ -1,0 +1,59 @@
+"""The memory-bound native seeds' fast paths on shapes where their vector loops have edges: pooling widths around a
+32-column block (the even/odd split and the lane carried across blocks), one- and two-row inputs (clipped windows),
+and row lengths around 16 and 32 lanes (masked tails, the unrolled loops' remainders). Built with the seeds' own flags,
+so on this machine the AVX-512 paths run; `test_native_seeds_portable.py` covers the portable ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the project installed
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import builtin_task, seed_path  # noqa: E402
+
+POOL_SHAPES = [{"BATCH": 1, "CHANNELS": 2, "HEIGHT": h, "WIDTH": w} for h in (1, 2, 5) for w in (1, 2, 31, 32, 33, 34, 65)] + [
+    # outputs past the seeds' streaming threshold (4 MiB): planes of whole cache lines (56 x 56) and of not (55 x 55)
+    {"BATCH": 1, "CHANNELS": 400, "HEIGHT": 112, "WIDTH": 112}, {"BATCH": 1, "CHANNELS": 400, "HEIGHT": 110, "WIDTH": 110}]
+ROW_LENGTHS = (1, 15, 17, 31, 33, 129)
+EDGES = {
+    "avg_pool2d": POOL_SHAPES,
+    "max_pool2d": POOL_SHAPES,
+    "col_sum": [{"ROWS": r, "COLS": c} for r in (1, 65) for c in (1, 17, 255, 257)],
+    "row_mean": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
+    "log_softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
+    "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
+    "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
+    "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],
+}
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_seed_matches_the_task_on_edge_shapes(name, monkeypatch):
+    task = load_module(builtin_task(name), f"edge_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"edge_seed_{name}")
+    tol = {"atol": 1e-4, "rtol": 1e-4, **(getattr(task, "TOLERANCE", None) or {})}
+    for overrides in EDGES[name]:
+        for key, value in overrides.items():
+            monkeypatch.setattr(task, key, value)
+        model, candidate = task.Model(*task.get_init_inputs()), seed.ModelNew(*task.get_init_inputs())
+        torch.manual_seed(1)
+        inputs = task.get_inputs()
+        with torch.no_grad():
+            expected, got = model(*inputs), candidate(*inputs)
+        assert got.shape == expected.shape, f"{name} {overrides}"
+        assert torch.allclose(got, expected, **tol), f"{name} {overrides}: max abs error {(got - expected).abs().max()}"
