@@ -14,6 +14,8 @@ from store_fixtures import H100, failed_result, make_task, ok_result
 
 from evaluator import Candidate
 from opforge.run.bench import agent_label, bench_tasks
+from opforge.run.bench_config import BenchConfig
+from opforge.run.config import LLMSettings, RunConfig, RunConfigError
 from opforge.reports.leaderboard import leaderboard
 from store import RunStatus, get_store
 
@@ -80,6 +82,22 @@ def test_agent_labels_name_the_models():
         "llm:gpt-4.1+nojudge:cuda"
     assert agent_label({"coder": "tune", "backend": "cpp", "use_archive": True}) == "tune:cpp+archive"
     assert agent_label({"coder": "llm", "backend": "cuda", "llm": llm}) == "llm:gpt-4.1+judge:o4-mini:cuda"
+
+
+def test_bench_config_is_typed_and_stored_flat_with_unknown_keys_refused():
+    run = RunConfig(coder="llm", backend="cpp", seed=3, llm=LLMSettings(model="m", from_scratch=True))
+    config = BenchConfig(run=run, budget_per_task=4, tasks="soft*", max_usd=1.5, use_archive=False, device="cpu:x")
+    stored = config.to_json()
+    assert stored["coder"] == "llm" and stored["budget_per_task"] == 4 and "archive" not in stored  # flat, as before
+    assert agent_label(stored) == "llm:m+nojudge:cpp"
+    back = BenchConfig.from_json(json.loads(json.dumps(stored)), "bench 7")
+    assert back == config and back.run.llm is not None and back.run.llm.from_scratch
+    with pytest.raises(RunConfigError, match="bench 7.*colour"):
+        BenchConfig.from_json({**stored, "colour": "red"}, "bench 7")
+    with pytest.raises(RunConfigError, match="bench 7.*budget_per_task"):
+        BenchConfig.from_json({"coder": "tune"}, "bench 7")
+    with pytest.raises(RunConfigError, match="at least one candidate"):
+        BenchConfig.from_json({**stored, "budget_per_task": 0}, "bench 7")
 
 
 def test_bench_tasks_read_kernelbench_levels_and_filter_by_pattern(tmp_path):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from opforge import __version__
+from evaluator.sandbox import openmp_environment
 from opforge.errors import UsageError
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.
@@ -16,22 +18,31 @@ COMMAND_MODULES = ("eval", "task", "optimize", "bench", "leaderboard", "report",
 __all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with `only` (a name in COMMAND_MODULES) that command's alone: its module is then
+    the only one imported, so that `opforge eval` does not pay for the store's, the LLM client's and the web
+    server's imports (seconds on a busy machine) before it starts its evaluator."""
     parser = argparse.ArgumentParser(
         prog="opforge",
-        description="Make PyTorch operators faster with generated Triton/CUDA kernels, verified and timed by a "
-                    "trusted evaluator.",
+        description="Make PyTorch operators faster with generated Triton, CUDA and native C/C++ CPU kernels, "
+                    "verified and timed by a trusted evaluator.",
     )
     parser.add_argument("--version", action="version", version=f"opforge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:  # a missing command module is an error, never a command that silently vanishes
+    # A missing command module is an error, never a command that silently vanishes.
+    for name in (only,) if only in COMMAND_MODULES else COMMAND_MODULES:
         importlib.import_module(f"opforge.cli.commands.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # Before anything loads torch (and with it libgomp): this process's own OpenMP work (the CPU's measured peaks,
+    # which judge every native kernel's roofline) runs with the same settings as the evaluator's workers.
+    for key, value in openmp_environment().items():
+        os.environ.setdefault(key, value)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,9 +12,10 @@ from opforge.display import format_bytes, format_speedup
 from opforge.run.config import stored_backend
 from opforge.run.population import Member, member_from_scored, pareto_front
 from opforge.run.progress import format_tokens
-from store import LLMCallRecord, LLMUsage, RunRecord, Store
+from store import ConfirmedSpeedup, LLMCallRecord, LLMUsage, RunRecord, Store
 
 TOP_N = 5
+DISAGREE = 0.15  # re-measurements of one kernel further apart than this are called out (a busy machine)
 MAX_LINEAGE = 50
 
 
@@ -71,13 +73,31 @@ class RunReport:
     task_name: str
     done: int
     budget: int | None
-    best: tuple[Member, ...]             # fastest correct first
+    best: tuple[Member, ...]             # fastest correct first: confirmed ones first, by their confirmed figure
     pareto: tuple[Member, ...]
     lineage: tuple[Member, ...]          # from the seed to the best
     by_status: Mapping[str, int]
     cost: RunCost
     archive: Mapping[str, Any] = field(default_factory=dict)  # what the archive offered (the run's configuration)
     drew_on_archive: tuple[tuple[Member, str], ...] = ()       # candidates that came from it, and how
+    confirmed: Mapping[int, ConfirmedSpeedup] = field(default_factory=dict)  # re-measured before the best was named
+    measured: Mapping[int, float] = field(default_factory=dict)  # the search's own figure of each confirmed member
+
+    def confirmation_text(self, m: Member) -> str:
+        """How a member's figure was confirmed, in words ("" when it was not re-measured)."""
+        c = self.confirmed.get(m.candidate_id or -1)
+        if c is None:
+            return ""
+        if c.speedup is None:
+            return f"not confirmed: {len(c.failures)} of {len(c.failures) + len(c.speedups)} re-measurements failed"
+        figures = ", ".join(format_speedup(x) for x in c.speedups)
+        text = (f"confirmed: median of {len(c.speedups)} re-measurements ({figures}); the search measured "
+                f"{format_speedup(self.measured.get(m.candidate_id or -1))}")
+        spread = max(c.speedups) / min(c.speedups) - 1
+        if spread > DISAGREE:
+            text += (f"; they differ by {spread:.0%}: the machine was likely busy (other jobs on its cores), so "
+                     "measure again on a quiet one")
+        return text
 
     def archive_lines(self) -> list[str]:
         if not self.archive.get("enabled"):
@@ -103,6 +123,9 @@ class RunReport:
                 "best": [member_json(m) for m in self.best], "pareto": [member_json(m) for m in self.pareto],
                 "lineage": [member_json(m) for m in self.lineage], "cost": self.cost.to_json(),
                 "archive": dict(self.archive),
+                "confirmed": {str(cid): {"speedup": c.speedup, "speedups": list(c.speedups),
+                                         "failures": list(c.failures), "measured": self.measured.get(cid)}
+                              for cid, c in self.confirmed.items()},
                 "drew_on_archive": [{"candidate_id": m.candidate_id, "how": how} for m, how in self.drew_on_archive]}
 
     def text(self) -> str:
@@ -119,7 +142,8 @@ class RunReport:
             return "\n".join(lines)
         lines += ["", "best candidates", f"  {'id':>6}  {'speedup':>8}  {'gen':>3}  {'isl':>3}  change"]
         lines += [f"  {m.candidate_id:>6}  {format_speedup(m.speedup):>8}  {m.generation:>3}  {m.island:>3}  "
-                  f"{_change(m)}" for m in self.best]
+                  f"{_change(m)}" + (f"\n  {'':>6}  {self.confirmation_text(m)}" if self.confirmation_text(m) else "")
+                  for m in self.best]
         lines += ["", "pareto front (speedup up; energy, peak memory down)"]
         lines += [f"  #{m.candidate_id:<6} {format_speedup(m.speedup):>8}  energy "
                   f"{'-' if m.energy_j is None else f'{m.energy_j * 1e3:.3f} mJ'}  memory "
@@ -155,7 +179,9 @@ def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
     run = store.get_run(run_id)
     task = store.get_task(run.task_id)
     members = [member_from_scored(sc) for sc in store.history(run_id)]
-    correct = sorted((m for m in members if m.fitness is not None), key=lambda m: -(m.speedup or 0.0))
+    measured_order = sorted((m for m in members if m.fitness is not None), key=lambda m: -(m.speedup or 0.0))
+    confirmed = store.confirmed(run_id)
+    correct = confirmed_first(measured_order, confirmed)
     by_digest: dict[str, Member | None] = {m.digest: m for m in members}
     lineage: list[Member] = []
     node = correct[0] if correct else None
@@ -177,7 +203,23 @@ def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
                      budget=int(budget) if budget is not None else None, best=tuple(correct[:top_n]),
                      pareto=tuple(pareto_front(correct)), lineage=tuple(reversed(lineage)),
                      by_status=dict(Counter(str(m.status) for m in members if not m.pending)), cost=cost,
-                     archive=offered, drew_on_archive=tuple(_drew_on_archive(members, offered)))
+                     archive=offered, drew_on_archive=tuple(_drew_on_archive(members, offered)),
+                     confirmed=confirmed,
+                     measured={m.candidate_id: m.speedup for m in measured_order
+                               if m.candidate_id in confirmed and m.speedup is not None})
+
+
+def confirmed_first(correct: Sequence[Member], confirmed: Mapping[int, ConfirmedSpeedup]) -> list[Member]:
+    """The run's correct members, best first, as the run reports them: those whose re-measurements confirmed a figure
+    come first, by that figure (which replaces their speedup); then the rest as measured; last, those a re-measurement
+    did not confirm (it came back incorrect or failed) (opforge/run/confirm.py)."""
+    figures = {cid: c.speedup for cid, c in confirmed.items() if c.speedup is not None}
+    good = [dataclasses.replace(m, speedup=figures[m.candidate_id]) for m in correct
+            if m.candidate_id is not None and m.candidate_id in figures]
+    failed = [m for m in correct if m.candidate_id in confirmed and m.candidate_id not in figures]
+    taken = {m.candidate_id for m in good + failed}
+    return (sorted(good, key=lambda m: -(m.speedup or 0.0)) + [m for m in correct if m.candidate_id not in taken]
+            + failed)
 
 
 def _drew_on_archive(members: list[Member], offered: Mapping[str, Any]) -> list[tuple[Member, str]]:

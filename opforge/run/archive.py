@@ -9,7 +9,8 @@ A new run on a task draws on it in two ways:
 
 Kernels imported from a dataset (`opforge dataset import`) have no verdict in this store: the task's own join
 generation 0, where the evaluator measures them before anything builds on them, and related tasks' are shown to the
-coder as inspirations without any claimed speed.
+coder as inspirations without any claimed speed. Like measured kernels, they are offered only to runs of the backend
+their record names (kept in their origin, `import:cpp`).
 
 What was offered is written into the run's configuration, so `opforge show` can tell which candidate drew on which
 archived kernel, and a run (or a leaderboard bench, `--no-archive`) can refuse the archive so its score is its own.
@@ -23,11 +24,13 @@ from typing import Any
 
 from agents.proposal import Scored
 from evaluator.candidate import Candidate
+from agents.llm_coder import GPU_BACKENDS
 from store import ArchiveEntry, CandidateRecord, Store, TaskRecord
 
 MAX_SEEDS = 2
 MAX_INSPIRATIONS = 3
 MIN_SIMILARITY = 0.25
+IMPORT_ORIGIN = "import"  # an imported kernel's origin is `import:<backend>` where its record names one, else this
 
 # ATen op name fragments -> family; a task's families make e.g. relu and gelu related though their ops differ.
 FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -119,7 +122,8 @@ def find(store: Store, task: TaskRecord, device: str | None = None, backend: str
             if score >= MIN_SIMILARITY:
                 related.append((e, score))
     related.sort(key=lambda pair: (-pair[1], -(pair[0].speedup or 0.0)))
-    imports = store.unverified("import")
+    imports = [(t, c) for t, c in store.unverified(IMPORT_ORIGIN)
+               if backend is None or _of_backend(imported_backend(c.origin), backend)]
     own = tuple((t, c) for t, c in imports if t.id == task.id)[:MAX_SEEDS]
     others: list[tuple[TaskRecord, CandidateRecord, float]] = []
     if task.ops:
@@ -127,6 +131,23 @@ def find(store: Store, task: TaskRecord, device: str | None = None, backend: str
         others = sorted((x for x in scored if x[2] >= MIN_SIMILARITY), key=lambda x: -x[2])
     room = max(0, MAX_INSPIRATIONS - len(related))
     return Offer(tuple(seeds), tuple(related[:MAX_INSPIRATIONS]), own, tuple(others[:room]))
+
+
+def import_origin(backend: str | None) -> str:
+    """The origin an imported kernel is stored with (`opforge dataset import`): it keeps the backend its record
+    claims, so that the archive offers it only to runs of that backend, as it does kernels measured here."""
+    return f"{IMPORT_ORIGIN}:{backend}" if backend else IMPORT_ORIGIN
+
+
+def imported_backend(origin: str) -> str | None:
+    """The backend an imported kernel's record claimed (None: a version-1 record, which named none)."""
+    return origin.partition(":")[2] or None
+
+
+def _of_backend(claimed: str | None, backend: str) -> bool:
+    """An imported kernel is offered to runs of the backend its record claims; a version-1 record claims none, and
+    its kernels were GPU ones (Triton or CUDA: native kernels came later), as for verdicts stored without one."""
+    return claimed == backend if claimed is not None else backend in GPU_BACKENDS
 
 
 def only_seeds(offer: Offer, digests: Set[str]) -> Offer:

@@ -21,8 +21,10 @@ from benchmarks import kernelbench, list_suites, suite_tasks
 from evaluator import Candidate, CandidateFileError, EvalConfig, EvalResult, Task, TaskError, load_candidate, load_task
 from evaluator.pool import Runner
 from opforge.display import format_speedup
-from opforge.run.config import RunConfig, RunConfigError, resolve_backend
-from opforge.run.launch import search_for_run
+from opforge.run.bench_config import BenchConfig
+from opforge.run.config import RunConfigError, resolve_backend
+from opforge.run.confirm import confirmation_owed
+from opforge.run.launch import CONFIRM, search_for_run
 from opforge.run.peaks import ensure_cpu_peaks
 from opforge.run.plan import builtin_seed
 from opforge.run.search import Budget, Progress, SearchError, ensure_task_work, start_run
@@ -53,9 +55,6 @@ def agent_label(config: Mapping[str, Any]) -> str:
 def _backend_mark(config: Mapping[str, Any]) -> str:
     backend = config.get("backend") or config.get("llm", {}).get("backend") or "triton"  # older benches: in llm
     return "" if backend == "triton" else f":{backend}"
-
-
-BENCH_ONLY = ("tasks", "budget_per_task", "max_usd", "max_tokens", "use_archive", "device")  # not a run's settings
 
 
 def bench_backend(choice: str, tasks: Sequence[BenchTask], coder: str, cuda_available: bool) -> str:
@@ -165,14 +164,14 @@ class BenchPrinter:
 def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
               llm_base_url: str | None = None, stream: TextIO | None = None) -> BenchOutcome:
     """Optimise every task of the bench that is not finished, `parallel` tasks at a time."""
-    config = bench.config
-    tasks = bench_tasks(bench.suite, config.get("tasks"))
+    config = BenchConfig.from_json(bench.config, f"bench {bench.id}")
+    tasks = bench_tasks(bench.suite, config.tasks)
     existing: dict[int, RunRecord] = {r.task_id: r for r in store.bench_runs(bench.id)}
-    states = [TaskState(t.label, budget=int(config["budget_per_task"])) for t in tasks]
+    states = [TaskState(t.label, budget=config.budget_per_task) for t in tasks]
     printer = BenchPrinter(bench.id, states, stream)
     share = max(1, runner.capacity // max(1, parallel))
     store.set_bench_status(bench.id, RunStatus.RUNNING)
-    ensure_cpu_peaks(store, config.get("device"))  # the roofline of kernels timed on this CPU, once per device
+    ensure_cpu_peaks(store, config.device)  # the roofline of kernels timed on this CPU, once per device
 
     def one(t: BenchTask, state: TaskState) -> None:
         try:
@@ -180,9 +179,10 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
             record = ensure_task_work(store, store.add_task(task), task)
             run = existing.get(record.id)
             if run is None:
-                run = _start(store, bench, task, t.path)
+                run = _start(store, bench, config, task, t.path)
             state.run_id = run.id
-            if run.status in FINISHED or run.evaluated >= state.budget:
+            owed = confirmation_owed(store, run.id, CONFIRM)  # stopped while re-measuring its fastest
+            if run.status in FINISHED or (run.evaluated >= state.budget and not owed):
                 state.status, state.done = run.status.value, run.evaluated
                 state.best = store.run_totals(run.id).best_speedup
                 return
@@ -215,17 +215,16 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
     return BenchOutcome(bench, states)
 
 
-def _start(store: Store, bench: BenchRecord, task: Task, path: Path) -> RunRecord:
-    config = RunConfig.from_json({k: v for k, v in bench.config.items() if k not in BENCH_ONLY}, f"bench {bench.id}")
-    budget = Budget(int(bench.config["budget_per_task"]), usd=bench.config.get("max_usd"),
-                    tokens=bench.config.get("max_tokens"))
+def _start(store: Store, bench: BenchRecord, bench_config: BenchConfig, task: Task, path: Path) -> RunRecord:
+    config = bench_config.run
+    budget = Budget(bench_config.budget_per_task, usd=bench_config.max_usd, tokens=bench_config.max_tokens)
     seed: Candidate | None = None
-    from_scratch = bool(bench.config.get("llm", {}).get("from_scratch"))
+    from_scratch = config.llm is not None and config.llm.from_scratch
     seed_path = builtin_seed(path, config.backend)
     if seed_path is not None and not from_scratch:
         seed = load_candidate(seed_path, origin="seed")
-    run = start_run(store, task, seed, config, budget, bench_id=bench.id,
-                    use_archive=bool(bench.config.get("use_archive", False)), device=bench.config.get("device"))
+    run = start_run(store, task, seed, config, budget, bench_id=bench.id, use_archive=bench_config.use_archive,
+                    device=bench_config.device)
     if seed is None and config.coder != "llm":
         store.set_run_status(run.id, RunStatus.FAILED)
         raise SearchError(f"{task.label} has no seed kernel for the {config.backend} backend, and the offline tuner "

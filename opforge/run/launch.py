@@ -10,10 +10,14 @@ from evaluator.pool import Runner
 from evaluator.task import Task
 from opforge.run import archive
 from opforge.run.config import RunConfig
+from opforge.run.confirm import ConfirmPolicy
 from opforge.run.proposers import make_proposer
 from opforge.run.search import Budget, Progress, Search, SearchSettings
 from opforge.run.strategy import StrategyConfig
 from store import RunRecord, Store
+
+
+CONFIRM = ConfirmPolicy()  # every run re-measures its fastest kernels before it reports its best (confirm.py)
 
 
 def run_config(run: RunRecord) -> RunConfig:
@@ -27,7 +31,9 @@ def search_for_run(store: Store, run: RunRecord, task: Task, runner: Runner, *, 
                    on_call: Callable[[AgentCall], None] | None = None) -> Search:
     """The search that continues `run` where the store left it. `budget` replaces the stored one for this invocation
     (`optimize --resume --time-limit-s`); `llm_base_url` points the LLM agents at another endpoint (a worker's own).
-    The strategy's random seed moves on with each evaluation recorded, so a resumed run does not replay its draws."""
+    The strategy's random seed moves on with each evaluation recorded, so a resumed run does not replay its draws.
+    Once the search is over, the run's fastest kernels are re-measured (`CONFIRM`) and the best it reports is the
+    best confirmed figure."""
     config = run_config(run)
     proposing = make_proposer(store, run, config, llm_base_url=llm_base_url, on_call=on_call)
     settings = SearchSettings(
@@ -35,5 +41,6 @@ def search_for_run(store: Store, run: RunRecord, task: Task, runner: Runner, *, 
         budget=budget or Budget.from_json(run.budget),
         strategy=StrategyConfig(n_islands=config.islands, seed=config.seed + run.evaluated),
         archive_inspirations=tuple(archive.inspirations_of(store, config.archive)),
+        confirm=CONFIRM,
     )
     return Search(store, run.id, task, proposing, runner, settings, on_progress=on_progress, should_stop=should_stop)

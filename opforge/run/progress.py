@@ -34,6 +34,8 @@ def last_text(p: Progress) -> str:
     m = p.last
     if m is None:
         return ""
+    if p.event == "confirm":
+        return f"re-measured #{m.candidate_id}: {m.status} {format_speedup(m.speedup)}"
     return f"#{m.candidate_id} {m.status} {format_speedup(m.speedup)} ({m.candidate.note or m.candidate.origin})"
 
 
@@ -56,7 +58,7 @@ class ProgressPrinter:
             end = "\n" if p.event == "stop" else ""
             self.stream.write(CLEAR_LINE + line[:160] + end)
             self._drawn = not end
-        elif p.event in ("start", "result"):
+        elif p.event in ("start", "result", "confirm"):
             self.stream.write(line + "\n")
         else:
             return

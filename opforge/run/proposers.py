@@ -146,7 +146,7 @@ def make_proposer(store: Store, run: RunRecord, config: RunConfig, llm_base_url:
     except LLMError as exc:
         raise UsageError(str(exc)) from None
     settings = LoopSettings(review=llm.review, tune_per_request=llm.tune_per_request)
-    translations = translation_sources(store, run.task_id, config.backend, config.archive)
+    translations = translation_sources(store, run.task_id, config.backend, config.archive, run_id=run.id)
     proposer = LLMProposer(coder, judge, spend, settings, seed=seed, translations=translations)
     return Proposing(proposer, oversample=1, extra_per_request=settings.tune_per_request, spend=spend)
 

@@ -11,6 +11,7 @@ and rebuilds the population from the run's history; there is no other checkpoint
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -22,11 +23,12 @@ from agents.proposal import Scored
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.pool import Runner
-from evaluator.result import EvalResult
+from evaluator.result import EvalResult, Status
 from evaluator.task import Task
 from evaluator.task_work import task_work
 from opforge.run import archive
 from opforge.run.config import RunConfig
+from opforge.run.confirm import NO_CONFIRMATION, Confirmation, ConfirmPolicy
 from opforge.run.population import Member, member_from_result, member_from_scored
 from opforge.run.proposals import Proposal, ProposalThread, Proposing
 from opforge.run.strategy import EvolutionStrategy, StrategyConfig
@@ -67,7 +69,7 @@ class Budget:
 @dataclass(frozen=True, slots=True)
 class Progress:
     run_id: int
-    event: str                          # start | result | tick | stop
+    event: str                          # start | result | tick | confirm | stop
     done: int
     budget: int
     in_flight: int
@@ -76,7 +78,7 @@ class Progress:
     by_status: Mapping[str, int]
     worker_s: float
     elapsed_s: float
-    last: Member | None = None          # the member just measured (event "result")
+    last: Member | None = None          # the member just measured (event "result"; "confirm": re-measured)
     usd: float | None = None            # LLM spend so far (None: no LLM in this run)
     tokens: int | None = None
 
@@ -87,8 +89,9 @@ class RunOutcome:
     status: RunStatus
     done: int
     stop_reason: str
-    best: Member | None
+    best: Member | None                 # once confirmed (settings.confirm), with its confirmed speedup
     by_status: Mapping[str, int] = field(default_factory=dict)
+    confirmed: bool = False             # the best's figure is the median of its re-measurements
 
 
 def start_run(store: Store, task: Task, seed: Candidate | None, config: RunConfig, budget: Budget,
@@ -150,6 +153,7 @@ class SearchSettings:
     budget: Budget
     strategy: StrategyConfig = StrategyConfig()
     archive_inspirations: tuple[Scored, ...] = ()   # earlier runs' kernels shown to the proposer
+    confirm: ConfirmPolicy = NO_CONFIRMATION        # the fastest re-measured before the best is reported (confirm.py)
 
 
 class Search:
@@ -163,6 +167,8 @@ class Search:
         self.spend, self.extra_per_request = proposing.spend, proposing.extra_per_request
         self.eval_cfg, self.budget, self.strategy_config = settings.eval_cfg, settings.budget, settings.strategy
         self.archive_inspirations = settings.archive_inspirations
+        self.confirm_policy = settings.confirm
+        self._confirmed: tuple[Member | None] | None = None  # the confirmed best, once confirmation is over
         self.on_progress = on_progress
         self.should_stop = should_stop
         self.by_status: Counter[str] = Counter()
@@ -236,6 +242,10 @@ class Search:
             if pending is not None and not pending.done():
                 # Calls already sent are paid for: let them finish so the store records them (not their children).
                 wait({pending}, timeout=PROPOSAL_GRACE_S)
+            if status == RunStatus.DONE and self.confirm_policy.enabled:
+                asked = self._confirm(strategy)
+                if asked is not None:
+                    stop, status = asked, RunStatus.INTERRUPTED
         except KeyboardInterrupt:
             self.store.set_run_status(self.run_id, RunStatus.INTERRUPTED)
             raise
@@ -250,8 +260,40 @@ class Search:
                 pass
         self.store.set_run_status(self.run_id, status)
         self._report("stop", strategy)
-        return RunOutcome(self.run_id, status, self.done, stop or "", strategy.population.best(),
-                          dict(self.by_status))
+        best = self._confirmed[0] if self._confirmed is not None else strategy.population.best()
+        return RunOutcome(self.run_id, status, self.done, stop or "", best, dict(self.by_status),
+                          confirmed=self._confirmed is not None)
+
+    def _confirm(self, strategy: EvolutionStrategy) -> str | None:
+        """Re-measure the fastest candidates (opforge.run.confirm) before the run reports its best; the re-measurements
+        the store already holds (a resumed run) are not taken again. Returns a reason when asked to stop first."""
+        confirmation = Confirmation(strategy.population.members.values(), self.store.confirmations(self.run_id),
+                                    self.confirm_policy)
+        owed = confirmation.ask()
+        inflight: dict[Future[EvalResult], tuple[Member, float]] = {}
+        stop: str | None = None
+        while owed or inflight:
+            if stop is None and self.should_stop is not None and (asked := self.should_stop()):
+                stop, owed = asked, []
+            while owed and len(inflight) < self.runner.capacity:
+                member = owed.pop(0)
+                future = self.runner.submit(self.task, member.candidate, self.eval_cfg)
+                inflight[future] = (member, time.monotonic())
+            wait(set(inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
+            for future in [f for f in inflight if f.done()]:
+                member, started = inflight.pop(future)
+                elapsed_s = time.monotonic() - started
+                assert member.candidate_id is not None
+                record = self.store.add_confirmation(self.run_id, member.candidate_id, future.result(),
+                                                     worker_s=elapsed_s)
+                self.worker_s += elapsed_s
+                confirmation.tell(record)
+                figure = record.speedup if record.status == Status.OK else None
+                self._report("confirm", strategy, dataclasses.replace(member, status=record.status, speedup=figure))
+        if stop is not None:
+            return stop
+        self._confirmed = (confirmation.best(),)
+        return None
 
     def _budget_spent(self) -> str | None:
         b = self.budget
@@ -328,7 +370,7 @@ class Search:
     def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None) -> None:
         if self.on_progress is None:
             return
-        best = strategy.population.best()
+        best = self._confirmed[0] if self._confirmed is not None else strategy.population.best()
         self.on_progress(Progress(
             run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
             in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,

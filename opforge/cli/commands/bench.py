@@ -14,6 +14,7 @@ from opforge.cli.flags import add_backend_argument, add_db_argument, add_llm_arg
 from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.run.bench import agent_label, bench_backend, bench_tasks, run_bench
+from opforge.run.bench_config import BenchConfig
 from opforge.run.config import RunConfig
 from opforge.run.plan import DEFAULT_TIMING_S, cuda_present
 from opforge.run.proposers import llm_settings, resolve_coder
@@ -76,16 +77,15 @@ def run(args: argparse.Namespace) -> int:
             tasks = bench_tasks(args.suite, args.tasks)
             n_tasks = len(tasks)
             coder = resolve_coder(args.coder, args.model)
-            run = RunConfig(coder=coder, backend=bench_backend(args.backend, tasks, coder, cuda_present()),
-                            eval=EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S), seed=args.seed,
-                            llm=llm_settings(request.llm) if coder == "llm" else None)
-            config = {**run.to_json(), "tasks": args.tasks,
-                      "budget_per_task": args.budget_per_task or DEFAULT_BUDGET_PER_TASK,
-                      "max_usd": args.max_usd, "max_tokens": args.max_tokens, "use_archive": not args.no_archive,
-                      "device": local_device_name("auto")}
-            config.pop("archive")
+            config = BenchConfig(
+                run=RunConfig(coder=coder, backend=bench_backend(args.backend, tasks, coder, cuda_present()),
+                              eval=EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S), seed=args.seed,
+                              llm=llm_settings(request.llm) if coder == "llm" else None),
+                budget_per_task=args.budget_per_task or DEFAULT_BUDGET_PER_TASK, tasks=args.tasks,
+                max_usd=args.max_usd, max_tokens=args.max_tokens, use_archive=not args.no_archive,
+                device=local_device_name("auto"))
             runner = make_runner(args.runner, args.workers, args.ray_address)
-            bench = store.create_bench(_suite_key(args.suite), agent_label(config), config)
+            bench = store.create_bench(_suite_key(args.suite), agent_label(config.to_json()), config.to_json())
         if runner is None:
             runner = make_runner(args.runner, args.workers, args.ray_address)
         parallel = args.parallel_tasks or min(n_tasks, runner.capacity)

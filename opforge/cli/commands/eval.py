@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 from pathlib import Path
 
-from evaluator import EvalConfig, EvalResult, TaskError, evaluate, load_candidate, load_task
-from evaluator.candidate import CandidateFileError
+from evaluator.candidate import CandidateFileError, load_candidate
+from evaluator.config import EvalConfig
+from evaluator.result import EvalResult
+from evaluator.task import TaskError, load_task
 from opforge.errors import UsageError
 from opforge.display import format_bytes, format_ms, format_speedup
 
@@ -73,10 +76,29 @@ def run(args: argparse.Namespace) -> int:
     try:
         task = load_task(args.task)
         candidate = load_candidate(args.candidate)
-        require_device(args.device)
-        result = evaluate(task, candidate, config)
     except (TaskError, CandidateFileError) as exc:
         raise UsageError(str(exc)) from None
+    # Both zygotes are launched before this process imports torch: their start (each imports torch) is a cold
+    # evaluation's longest wait, and this process's own imports run while they start.
+    from evaluator.build_cache import BuildCache
+    from evaluator.warm_start import WarmZygotes, likely_device
+
+    zygotes = WarmZygotes.for_cache(BuildCache.open())
+    try:
+        device = likely_device(config.device)
+        if device is not None:
+            zygotes.warm(device, config.sandbox)
+        gc.disable()  # the imports' full collections find little in torch's long-lived objects: CPU the zygotes need
+        try:
+            require_device(args.device)
+            from evaluator.evaluate import LocalEvaluator
+        finally:
+            gc.enable()
+        result = LocalEvaluator(zygotes=zygotes).evaluate(task, candidate, config)
+    except TaskError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        zygotes.close()
     if args.json:
         print(json.dumps(result.to_json()))
     else:

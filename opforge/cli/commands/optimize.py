@@ -15,7 +15,8 @@ from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.reports.run_summary import member_json, run_done, run_report
 from opforge.run.config import RunConfigError
-from opforge.run.launch import run_config, search_for_run
+from opforge.run.confirm import confirmation_owed
+from opforge.run.launch import CONFIRM, run_config, search_for_run
 from opforge.run.plan import backend_note, plan_run
 from opforge.run.progress import ProgressPrinter
 from opforge.run.request import positive_whole
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             if done < limit:
                 print(f"opforge: resuming run {run_record.id} on {task.name}: {done} of {limit} candidates evaluated",
                       file=sys.stderr, flush=True)
-            if done >= limit:  # nothing left to do: no workers to start
+            if done >= limit and not confirmation_owed(store, run_record.id, CONFIRM):  # no workers to start
                 outcome = RunOutcome(run_record.id, run_record.status, done,
                                      f"run {run_record.id} had already reached its budget of {limit} candidates", None)
                 _print_summary(store, outcome, args)
@@ -148,6 +149,8 @@ def _print_summary(store: Store, outcome: RunOutcome, args: argparse.Namespace) 
     else:
         lines.append(f"best: candidate #{best.candidate_id}, speedup {format_speedup(best.speedup)} over PyTorch, "
                      f"generation {best.generation}, {best.candidate.note or best.candidate.origin}")
+        if report.confirmation_text(best):
+            lines.append(f"  {report.confirmation_text(best)}")
     if report.cost.usage:
         lines.append(report.cost.text()[0])
     db = f" --db {args.db}" if args.db else ""
