@@ -12,7 +12,7 @@ import pytest
 from fake_llm_server import FakeLLMServer, Rule, reply
 
 from opforge.run import archive
-from opforge.export.dataset import SCHEMA_VERSION, read_records
+from opforge.export.dataset import SCHEMA_VERSION, DatasetError, import_records, read_records
 from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,3 +115,45 @@ def test_import_into_another_store_offers_the_kernels_unverified(llm_store, tmp_
     bad.write_text('{"schema_version": 1}\n')
     refused = cli("dataset", "import", str(bad), "--db", other, cwd=tmp_path)
     assert refused.returncode == 2 and "not an opforge dataset" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def _record(reference: str, name: str, kernel: str, backend: str | None) -> dict:
+    record = {"schema_version": SCHEMA_VERSION, "reference_source": reference, "task_name": name,
+              "candidate_source": kernel, "task_ops": ["relu"], "origin": "llm:m", "backend": backend}
+    if backend is None:  # a version-1 record: it named no backend (its kernels were GPU ones)
+        record.update(schema_version=1)
+        del record["backend"]
+    return record
+
+
+def test_imported_kernels_are_offered_only_to_runs_of_their_backend(tmp_path):
+    reference = (ROOT / "benchmarks" / "tiny" / "relu.py").read_text()
+    related = reference.replace("class Model", "# a related task\nclass Model")
+    kernels = {backend: f"# a {backend} kernel\n" + SEED for backend in ("cpp", "triton", "cuda")}
+    records = [_record(reference, "relu", kernels[b], b) for b in ("cpp", "triton", "cuda")]
+    records += [_record(reference, "relu", "# version 1\n" + SEED, None),
+                _record(related, "relu_related", "# related cpp\n" + SEED, "cpp"),
+                _record(related, "relu_related", "# related triton\n" + SEED, "triton")]
+    path = tmp_path / "kernels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    store = get_store(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        import_records(store, read_records(path))
+        task = next(t for t, _ in store.unverified("import") if t.name == "relu")
+        assert len(store.unverified("import")) == 6  # `import:cpp` and plain `import` alike
+
+        def offered(backend: str | None) -> tuple[set[str], set[str]]:
+            offer = archive.find(store, task, backend=backend)
+            return ({c.source.splitlines()[0] for _, c in offer.imported_seeds},
+                    {c.source.splitlines()[0] for _, c, _ in offer.imported_inspirations})
+
+        assert offered("cpp") == ({"# a cpp kernel"}, {"# related cpp"})
+        assert offered("triton") == ({"# a triton kernel", "# version 1"}, {"# related triton"})
+        assert offered("cuda") == ({"# a cuda kernel", "# version 1"}, set())
+        assert len(offered(None)[0]) == 2 and len(offered(None)[1]) == 2  # no backend given: no filter (MAX_SEEDS)
+    finally:
+        store.close()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**records[0], "backend": "fortran"}) + "\n")
+    with pytest.raises(DatasetError, match="bad.jsonl: record 1 names the backend 'fortran'"):
+        read_records(bad)

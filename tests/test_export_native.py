@@ -17,6 +17,7 @@ from store_fixtures import CPU, H100, make_task, ok_result
 from test_export import _fresh_venv
 
 from evaluator import Candidate
+from opforge.export.compile_evidence import add_to_manifest, trace_record
 from opforge.export.native_vendor import rewrite_kernel, vendored_loader
 from opforge.export.selection import select
 from opforge.export.sources import kernel_info
@@ -52,6 +53,22 @@ print(json.dumps({{"stats": pkg.stats(), "native": pkg._native.__file__,
 """
 
 
+NO_COMPILER = """
+import warnings
+import torch
+import {package} as pkg
+m = pkg.Relu()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print(m(torch.randn(2, 16, 512)).shape)     # never evaluated: the reference, compiler or not
+print([str(w.message) for w in caught if w.category is pkg.FallbackWarning])
+try:
+    m(torch.randn(16, 512))                     # evaluated: the C kernel must be built, and cannot be
+except pkg.CompilerMissingError as exc:
+    print("raised:", exc)
+"""
+
+
 @pytest.mark.slow
 def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -69,6 +86,11 @@ def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv
     [kernel] = manifest["kernels"]
     assert kernel["language"] == "cpp" and kernel["vendored_load_c"]
     assert "from evaluator" not in (out / PACKAGE / "kernels" / f"{kernel['id']}.py").read_text()
+    traced = manifest["torch_compile"]  # recorded at export: a model calling the op traced whole, no graph break
+    assert traced["traced"] and traced["device"] == "cpu", traced
+    [op] = traced["operators"]
+    assert op["operator"] == "relu" and op["fullgraph"] and op["graph_breaks"] == 0 and op["matches_reference"]
+    assert op["ops_in_graph"] == [f"{PACKAGE}.relu.default"] and op["fallbacks"] == [], op
 
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(out), "--no-deps", "--no-build-isolation",
@@ -99,10 +121,25 @@ def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv
     assert " passed" in selftest.stdout, selftest.stdout[-2000:]
 
     no_compiler = {**clean, "PATH": str(tmp_path / "empty-path"), "OPFORGE_NATIVE_BUILD_CACHE": str(tmp_path / "c3")}
-    bare = subprocess.run([python, "-c", f"import torch, {PACKAGE} as p; print(p.Relu()(torch.randn(16, 512)).shape)"],
-                          cwd=cwd, env=no_compiler, capture_output=True, text=True, timeout=300)
-    assert bare.returncode == 0 and "torch.Size([16, 512])" in bare.stdout, bare.stderr[-2000:]
-    assert "no c compiler (gcc/g++) is installed here" in bare.stderr and "Traceback" not in bare.stderr
+    bare = subprocess.run([python, "-c", NO_COMPILER.format(package=PACKAGE)], cwd=cwd, env=no_compiler,
+                          capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    lines = bare.stdout.strip().splitlines()
+    assert lines[0] == "torch.Size([2, 16, 512])" and "x has 3 dimensions" in lines[1], lines  # never proven: reference
+    assert lines[2] == (f"raised: {PACKAGE}.relu: the native kernel {kernel['id']}, verified for these arguments on "
+                        "this CPU, is built at first use, but no C compiler was found (looked for $CC, gcc and cc); "
+                        "install one (e.g. `apt install gcc` or `dnf install gcc`) or set CC to a compiler's path"), lines
+
+
+def test_the_compile_record_says_why_when_the_package_cannot_be_traced(tmp_path):
+    (tmp_path / "broken_pkg").mkdir()
+    (tmp_path / "broken_pkg" / "__init__.py").write_text("raise ImportError('this package is damaged')\n")
+    record = trace_record(tmp_path, "broken_pkg")
+    assert record["traced"] is False and "status 1" in record["error"] and "this package is damaged" in record["error"]
+    (tmp_path / "broken_pkg" / "manifest.json").write_text('{"format": "opforge-export/1"}\n')
+    add_to_manifest(tmp_path, "broken_pkg", record)
+    saved = json.loads((tmp_path / "broken_pkg" / "manifest.json").read_text())
+    assert saved["format"] == "opforge-export/1" and saved["torch_compile"]["traced"] is False
 
 
 def test_a_task_with_a_gpu_run_and_a_cpu_run_exports_a_kernel_for_each_device(tmp_path):

@@ -7,7 +7,8 @@ registry of where each kernel was verified, custom ops registered with torch.lib
 back to the reference elsewhere), its own tests, a `bench` entry point and manifest.json with the evidence.
 
 Modules: `selection` (which kernels), `sources` (what their syntax says), `operators` (signatures and dispatch
-buckets), `evidence` (the manifest), `writer` (templates and the output folder).
+buckets), `evidence` (the manifest), `compile_evidence` (the manifest's torch.compile record, traced at export),
+`writer` (templates and the output folder).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from opforge import __version__
 from opforge.display import format_speedup
+from opforge.export.compile_evidence import add_to_manifest, trace_record
 from opforge.export.evidence import manifest
 from opforge.export.operators import OperatorPlan, plan_operators
 from opforge.export.native_vendor import rewrite_kernel, vendored_loader
@@ -110,6 +112,7 @@ def export_package(store: Store, run_ids: list[int], out: Path, name: str | None
         write(out, files, package)
     except OutputError as exc:
         raise ExportError(str(exc)) from None
+    add_to_manifest(out, package, trace_record(out, package))  # torch.compile traced a model calling each op
     summary = tuple({"name": op.name, "class": op.class_name,
                      "kernels": [{"id": k.id, "device": k.pick.device, "speedup": k.speedup} for k in op.kernels]}
                     for op in plans)

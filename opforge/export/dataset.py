@@ -24,11 +24,12 @@ from evaluator.candidate import Candidate
 from evaluator.result import EvalResult
 from evaluator.task import Task, source_digest, task_from_source
 from evaluator.task_work import task_work
+from opforge.run.archive import import_origin
 from store import Store
 
 SCHEMA_VERSION = 2  # 2: `backend` and `best_device` per record, `backend` per evaluation (1 lacks them: read as null)
 NESTED = ("task_inputs", "task_outputs", "task_ops", "parents", "llm", "evaluations")  # JSON text in Parquet
-IMPORT_ORIGIN = "import"
+RECORD_BACKENDS = ("triton", "cuda", "cpp", "torch")  # what a record's `backend` may be (EvalResult.backend)
 
 
 class DatasetError(Exception):
@@ -191,6 +192,9 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         missing = [k for k in ("schema_version", "reference_source", "candidate_source", "task_name") if k not in r]
         if missing:
             raise DatasetError(f"{path}: record {number} lacks {', '.join(missing)}; it is not an opforge dataset.")
+        if r.get("backend") is not None and r["backend"] not in RECORD_BACKENDS:
+            raise DatasetError(f"{path}: record {number} names the backend {r['backend']!r}, not one of "
+                               f"{', '.join(RECORD_BACKENDS)}; it is not an opforge dataset.")
         if int(r["schema_version"]) > SCHEMA_VERSION:
             raise DatasetError(f"{path}: record {number} has schema version {r['schema_version']}, newer than this "
                                f"opforge ({SCHEMA_VERSION}); upgrade opforge to import it.")
@@ -219,7 +223,7 @@ def import_records(store: Store, records: Sequence[dict[str, Any]]) -> ImportOut
                 store.set_task_work(record.id, record.flops, record.min_bytes, list(r["task_ops"]))
         claimed = r.get("best_speedup")
         note = f"imported: {r.get('origin', '?')}" + (f", {claimed:.2f}x claimed" if claimed else "")
-        candidate = Candidate.from_source(r["candidate_source"], origin=IMPORT_ORIGIN,
+        candidate = Candidate.from_source(r["candidate_source"], origin=import_origin(r.get("backend")),
                                           parents=tuple(r.get("parents") or ()), note=note)
         _, new = store.add_candidate(None, tasks[digest], candidate, generation=int(r.get("generation") or 0))
         added += new

@@ -4,9 +4,9 @@ A `cpp` kernel module calls `load_c` (`evaluator.native`), which an installed pa
 vendors the three modules of that path (the prototype parser and flag allow-list, the cached local build, the ctypes
 binding) as `<package>/_native/`, with their imports made relative, and points the kernel modules at it. The kernels
 are then built at first use with the system compiler into the same per-user cache keyed by the SHA-256 of (sources,
-flags, language, compiler version); without a compiler the first call says so in one sentence (`NativeBuildError`:
-"no c compiler (gcc/g++) is installed here"), and calls on shapes or devices the kernel was never proven on use the
-reference, as for every exported kernel.
+flags, language, compiler version). Without a compiler, a call the kernel was proven for raises the package's
+`CompilerMissingError` (one sentence: which compiler, what to install) instead of running the reference; calls on
+shapes or devices the kernel was never proven on use the reference, as for every exported kernel.
 """
 
 from __future__ import annotations
