@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from evaluator.cpu_caches import cache_sizes_kib
+
 # widest first: the first of these the CPU's flags name is its SIMD width
 SIMD_LEVELS: tuple[tuple[str, str], ...] = (
     ("avx512f", "AVX-512 (512-bit, 16 floats)"),
@@ -71,31 +73,6 @@ def parse_cpuinfo(text: str) -> tuple[str | None, tuple[str, ...]]:
 def simd_of(flags: tuple[str, ...]) -> str | None:
     have = set(flags)
     return next((label for flag, label in SIMD_LEVELS if flag in have), None)
-
-
-def _size_kib(text: str) -> int | None:
-    text = text.strip().upper()
-    scale = {"K": 1, "M": 1024, "G": 1024 * 1024}.get(text[-1:], None)
-    digits = text[:-1] if scale else text
-    if not digits.isdigit():
-        return None
-    return int(digits) * (scale or 1) if scale else int(digits) // 1024
-
-
-def cache_sizes_kib(cache_dir: Path) -> dict[str, int]:
-    """{"l1d": .., "l2": .., "l3": ..} from a sysfs `cpuN/cache` directory (levels it lacks are left out)."""
-    sizes: dict[str, int] = {}
-    for index in sorted(cache_dir.glob("index*")):
-        try:
-            level = (index / "level").read_text().strip()
-            kind = (index / "type").read_text().strip()
-            size = _size_kib((index / "size").read_text())
-        except OSError:
-            continue
-        if size is None or kind == "Instruction":
-            continue
-        sizes["l1d" if level == "1" else f"l{level}"] = size
-    return sizes
 
 
 def local_cpu_facts(measured: MeasuredRoofline | None = None, cpuinfo: Path = Path("/proc/cpuinfo"),

@@ -22,6 +22,7 @@ UNMEASURED: dict[str, Any] = {"status": "not measured yet", "reason": "the evalu
 
 
 GPU_BACKENDS = ("triton", "cuda")
+TRANSLATE_ROLE = "coder:translate"  # the role of translation requests in the store's LLM calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ class LLMCoder:
                         source_kernel=source.source, source_backend=source.backend, source_speedup=source.speedup,
                         source_device=source.device)
         where = f" (candidate #{source.candidate_id})" if source.candidate_id is not None else ""
-        return await self._write("coder:translate", prompt, None, (source.digest,),
+        return await self._write(TRANSLATE_ROLE, prompt, None, (source.digest,),
                                  f"translate {source.backend} -> {self.backend}{where}")
 
     async def refine(self, task: Task, parent: Scored, plan: Plan | None) -> Candidate | None:

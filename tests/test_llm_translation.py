@@ -80,3 +80,42 @@ def test_a_cpu_run_translates_the_stores_gpu_kernel_and_records_the_lineage(tmp_
         assert [t.backend for t in translation_sources(store, task_id, "triton")] == ["cpp"]
     finally:
         store.close()
+
+
+def test_a_resumed_run_does_not_ask_for_the_translation_again(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = run(tmp_path, db, "--seed-kernel", str(TRITON_SEED), "--budget", "1", "--coder", "tune")
+    assert first["best"]["status"] == "ok", first
+    rules = [Rule("You are translating a GPU kernel into a native CPU kernel", [code(NATIVE)]),
+             Rule("You are writing a fast native CPU kernel", [code(FROM_SCRATCH)]),
+             Rule("You are improving a native CPU kernel", [code(FROM_SCRATCH.replace("512", "1024"))])]
+
+    def translate_prompts(server: FakeLLMServer) -> list[str]:
+        return [p for p in (r["messages"][-1]["content"] for r in server.requests)
+                if p.startswith("You are translating a GPU kernel")]
+
+    # Interrupted: the time limit ends the first invocation after its first request (the kill of a real run).
+    with FakeLLMServer(rules=rules) as server:
+        cut = run(tmp_path, db, "--backend", "cpp", "--from-scratch", "--tune-per-request", "0", "--budget", "4",
+                  "--workers", "1", "--time-limit-s", "1", base_url=server.base_url)
+        assert len(translate_prompts(server)) == 1
+    assert "time limit" in cut["stop_reason"] and cut["evaluated"] < 4, cut
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPFORGE_LLM_API_KEY")}
+    env["OPFORGE_NATIVE_BUILD_CACHE"] = str(tmp_path / "native-cache")
+    with FakeLLMServer(rules=rules) as server:
+        resumed = subprocess.run([*OPFORGE, "optimize", "--resume", str(cut["run_id"]), "--llm-base-url",
+                                  server.base_url, "--runner", "local", "--workers", "1", "--db", db, "--json"],
+                                 cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert server.requests, "the resumed run asked the coder for nothing"
+        assert translate_prompts(server) == []  # the store knows the run asked for it already
+    store = get_store(db)
+    try:
+        roles = [c.role for c in store.llm_calls(cut["run_id"])]
+        assert roles.count("coder:translate") == 1 and len(roles) > 1
+        task_id = store.get_run(cut["run_id"]).task_id
+        assert translation_sources(store, task_id, "cpp", run_id=cut["run_id"]) == []
+        assert [t.backend for t in translation_sources(store, task_id, "cpp")] == ["triton"]  # another run: offered
+    finally:
+        store.close()
