@@ -7,7 +7,12 @@ times ten calls of each with `perf_counter`. It has no isolation, no second proc
 trusted evaluator's cold start is compared with. The two commands alternate, A then B, so that drifting load falls
 on both; medians and their ratio are printed.
 
-    .venv/bin/python scripts/bench_cold.py [--task T.py] [--candidate C.py] [--runs 5]
+    .venv/bin/python scripts/bench_cold.py [--task T.py] [--candidate C.py] [--runs 5] [--base OTHER_CHECKOUT]
+
+With `--base`, a second checkout's `opforge eval` (e.g. `git worktree add ../base main`) runs in each round too, in
+alternating order, so that a change is compared with its base under the same load. The CPU time of each command's
+whole process tree (its reaped children) is printed beside the wall: on a shared machine the wall also holds waits
+for other evaluations' timed phases (the device lock is machine-wide), the CPU time does not.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import datetime
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -56,13 +62,17 @@ with torch.no_grad():
 """
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process tree, the last line printed)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed ({done.returncode}): {(done.stderr or done.stdout)[-800:]}")
-    return wall, done.stdout.strip().splitlines()[-1][:160]
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, done.stdout.strip().splitlines()[-1][:160]
 
 
 def main() -> None:
@@ -70,26 +80,41 @@ def main() -> None:
     parser.add_argument("--task", default="benchmarks/tiny/softmax.py")
     parser.add_argument("--candidate", default="benchmarks/tiny/softmax.seed.py")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--base", type=Path, default=None,
+                        help="another opforge checkout whose `opforge eval` alternates with this one's")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if "triton" in Path(ROOT / args.candidate).read_text():
         env["TRITON_INTERPRET"] = "1"  # on a machine without a GPU, as the evaluator does
     naive_cmd = [sys.executable, "-c", NAIVE, args.task, args.candidate]
-    opforge_cmd = [sys.executable, "-m", "opforge.cli", "eval", args.task, args.candidate, "--json"]
-    naive, ours = [], []
+    opforge_cmd = [sys.executable, "-m", "opforge.cli", "eval", str(ROOT / args.task), str(ROOT / args.candidate),
+                   "--json"]
+    checkouts = {"opforge eval": ROOT} | ({"base": args.base.resolve()} if args.base else {})
+    walls: dict[str, list[float]] = {"naive": [], **{k: [] for k in checkouts}}
+    cpus: dict[str, list[float]] = {k: [] for k in walls}
     for i in range(args.runs):
-        wall, line = run(naive_cmd, env)
-        naive.append(wall)
-        wall, out = run(opforge_cmd, env)
-        ours.append(wall)
-        print(f"run {i + 1}: naive {naive[-1]:.2f} s ({line}); opforge eval {ours[-1]:.2f} s", flush=True)
-    n_med, o_med = statistics.median(naive), statistics.median(ours)
+        wall, cpu, line = run(naive_cmd, env)
+        walls["naive"].append(wall)
+        cpus["naive"].append(cpu)
+        order = list(checkouts) if i % 2 == 0 else list(reversed(checkouts))
+        for name in order:
+            wall, cpu, _ = run(opforge_cmd, {**env, "PYTHONPATH": str(checkouts[name])}, checkouts[name])
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+        print(f"run {i + 1}: naive {walls['naive'][-1]:.2f} s ({line}); " + "; ".join(
+            f"{name} {walls[name][-1]:.2f} s (CPU {cpus[name][-1]:.2f} s)" for name in checkouts), flush=True)
+    n_med = statistics.median(walls["naive"])
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  machine: {platform.machine()}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     print(f"command: .venv/bin/python scripts/bench_cold.py --task {args.task} --candidate {args.candidate} "
-          f"--runs {args.runs}")
-    print(f"naive checker: median {n_med:.2f} s (min {min(naive):.2f}); cold opforge eval: median {o_med:.2f} s "
-          f"(min {min(ours):.2f}); ratio of medians {o_med / n_med:.2f}x")
+          f"--runs {args.runs}" + (f" --base {args.base}" if args.base else ""))
+    print(f"naive checker: median {n_med:.2f} s (min {min(walls['naive']):.2f}), CPU "
+          f"{statistics.median(cpus['naive']):.2f} s")
+    for name in checkouts:
+        o_med = statistics.median(walls[name])
+        print(f"cold {'opforge eval' if name == 'opforge eval' else name + ' opforge eval'}: median {o_med:.2f} s "
+              f"(min {min(walls[name]):.2f}), CPU {statistics.median(cpus[name]):.2f} s; ratio of medians "
+              f"{o_med / n_med:.2f}x")
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def main() -> None:
         walls.append(wall)
         timed.append(inside)
         overheads.append(wall - inside)
-    isolation = ev._zygotes[("cpu", "candidate")].isolation
+    isolation = ev._zygote("cpu", "candidate", args.sandbox).isolation
     ev.close()
     print(f"date: {datetime.date.today()}  machine: {platform.node()} {platform.machine()}, "
           f"{__import__('os').cpu_count()} cores  isolation: {isolation}")

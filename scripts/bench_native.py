@@ -2,11 +2,14 @@
 
 For every built-in task (or those named): the reference `Model` eagerly, `torch.compile(Model)` (Inductor's C++
 backend; its compile time is not counted) and the native seed `NAME.cpp.py`, timed side by side in one process,
-interleaved round by round at the task's own (native-scale) benchmark shape, medians reported. Each seed's output is
-checked against the reference first (the task's tolerance). The roofline is the task's least work
+interleaved round by round at the task's own (native-scale) benchmark shape, medians reported, with the evaluator's
+OpenMP settings (passive waiting) and its timer (inputs past a core's L2 read from memory, not from a cache that just
+held them). Each seed's output is checked against the reference first (the task's tolerance). The roofline is the task's least work
 (`evaluator/task_work.py`: bytes moved once, FLOPs from PyTorch's counter) at this CPU's measured copy bandwidth and
-peak FP32 FLOP/s (`evaluator/cpu_peaks.py`). Build time per seed is the cold build of its `load_c` call in an empty
-cache.
+peak FP32 FLOP/s (`evaluator/cpu_peaks.py`). Beside it, "of copy" times the same OpenMP copy moving the task's bytes
+(`copy_like`) in the same rounds as the kernels: a side-by-side yardstick for memory-bound tasks, measured under the
+same load and allocator state as the seed, where the peak is a best-of taken once at the start. Build time per seed
+is the cold build of its `load_c` call in an empty cache.
 
     .venv/bin/python scripts/bench_native.py                         # every built-in task
     .venv/bin/python scripts/bench_native.py --tasks relu,softmax --no-compile
@@ -23,6 +26,7 @@ import json
 import math
 import os
 import platform
+import random
 import shlex
 import statistics
 import subprocess
@@ -36,13 +40,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evaluator.sandbox import openmp_environment  # noqa: E402  (light: imports no torch)
+
+os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
+
 import torch  # noqa: E402
 
 from benchmarks import builtin_task, seed_path, suite_tasks  # noqa: E402
 from evaluator import load_task  # noqa: E402
-from evaluator.cpu_peaks import CpuPeaks, measure_cpu_peaks  # noqa: E402
+from evaluator.cpu_peaks import CpuPeaks, copy_like, measure_cpu_peaks  # noqa: E402
 from evaluator.native_build import CACHE_ENV  # noqa: E402
 from evaluator.task_work import task_work  # noqa: E402
+from evaluator.timing import CallTimer  # noqa: E402
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,7 @@ class Row:
     build_s: float
     roofline_ms: float | None
     memory_bound: bool
+    copy_ms: float | None = None  # the same bytes copied, timed beside the seed (median)
 
     @property
     def over_eager(self) -> float:
@@ -67,6 +77,10 @@ class Row:
     @property
     def fraction(self) -> float | None:
         return self.roofline_ms / self.native_ms if self.roofline_ms else None
+
+    @property
+    def of_copy(self) -> float | None:
+        return self.copy_ms / self.native_ms if self.copy_ms else None
 
 
 def _module(path: Path, name: str):  # noqa: ANN202 - a module
@@ -88,16 +102,20 @@ def _close(out, ref, tol: dict) -> bool:  # noqa: ANN001
         for a, b in zip(outs, refs))
 
 
-def _interleaved_ms(calls: dict[str, object], budget_s: float, min_rounds: int = 5) -> dict[str, float]:
-    """Median ms per call of each callable, timed round by round (one call of each per round) until the budget."""
+def _interleaved_ms(calls: dict[str, tuple], budget_s: float, min_rounds: int = 5) -> dict[str, float]:
+    """Median ms per call of each (function, arguments), timed round by round (one call of each per round) until the
+    budget, by the evaluator's own timer: the same cold-cache rule before each call as in an evaluation."""
+    timer = CallTimer(torch.device("cpu"))
+    timer.calibrate()
     times: dict[str, list[float]] = {k: [] for k in calls}
     start = time.perf_counter()
     rounds = 0
+    order = list(calls)
     while rounds < min_rounds or time.perf_counter() - start < budget_s:
-        for key, call in calls.items():
-            t0 = time.perf_counter()
-            call()
-            times[key].append((time.perf_counter() - t0) * 1e3)
+        random.shuffle(order)  # a fixed order measured the first side of each round ~7% slower (a seed against itself)
+        for key in order:
+            fn, args = calls[key]
+            times[key].append(timer.time_call(fn, args)[0])
         rounds += 1
         if rounds >= 200:
             break
@@ -118,23 +136,26 @@ def measure_task(task_path: Path, peaks: CpuPeaks, compile_too: bool, budget_s: 
     native.load_state_dict(model.state_dict())
     torch.manual_seed(1)
     inputs = task.get_inputs()
-    calls: dict[str, object] = {}
+    work = task_work(load_task(task_path))
+    calls: dict[str, tuple] = {}
     with torch.no_grad():
         correct = _close(native(*inputs), model(*inputs), tol)
-        calls = {"eager": lambda: model(*inputs), "native": lambda: native(*inputs)}
+        calls = {"eager": (model, inputs), "native": (native, inputs)}
         if compile_too:
             compiled = torch.compile(model)
             compiled(*inputs)  # compile outside the timing
             compiled(*inputs)
-            calls["compiled"] = lambda: compiled(*inputs)
+            calls["compiled"] = (compiled, inputs)
+        if work is not None:
+            copy, source = copy_like(work.min_bytes)
+            calls["copy"] = (copy, [source])  # its input is an argument: the timer's cold-cache rule applies alike
         ms = _interleaved_ms(calls, budget_s)
-    work = task_work(load_task(task_path))
     roofline_ms = mem_ms = None
     if work is not None:
         mem_ms = work.min_bytes / (peaks.copy_gbps * 1e9) * 1e3
         roofline_ms = work.roofline_ms(peaks.copy_gbps, peaks.peak_gflops / 1e3)
     return Row(f"{task_path.parent.name}/{task_path.stem}", correct, ms["eager"], ms.get("compiled"), ms["native"],
-               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0))
+               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0), ms.get("copy"))
 
 
 def geomean(values: list[float]) -> float | None:
@@ -204,13 +225,17 @@ def main() -> int:
     print(f"Measured peaks: copy {peaks.copy_gbps:.1f} GB/s, FP32 FMA {peaks.peak_gflops:.0f} GFLOP/s "
           f"({peaks.threads} threads)  ")
     print()
-    print("| task | correct | eager ms | compile ms | native ms | over eager | over compile | bound | roofline |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| task | correct | eager ms | compile ms | native ms | over eager | over compile | bound | roofline | "
+          "copy ms | of copy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         frac = "-" if r.fraction is None else f"{r.fraction:.0%}"
+        of_copy = "-" if r.of_copy is None else f"{r.of_copy:.0%}"
         comp = "-" if r.compiled_ms is None else f"{r.compiled_ms:.2f}"
+        copy = "-" if r.copy_ms is None else f"{r.copy_ms:.2f}"
         print(f"| {r.task} | {'yes' if r.correct else 'NO'} | {r.eager_ms:.2f} | {comp} | {r.native_ms:.2f} | "
-              f"{_x(r.over_eager)} | {_x(r.over_compiled)} | {'memory' if r.memory_bound else 'compute'} | {frac} |")
+              f"{_x(r.over_eager)} | {_x(r.over_compiled)} | {'memory' if r.memory_bound else 'compute'} | {frac} | "
+              f"{copy} | {of_copy} |")
     memory = [r for r in rows if r.memory_bound and r.fraction is not None]
     print()
     print(f"- geometric mean over eager: {_x(geomean([r.over_eager for r in rows]))} ({len(rows)} tasks); "
@@ -222,6 +247,10 @@ def main() -> int:
     if memory:
         print(f"- memory-bound tasks: median {statistics.median(r.fraction for r in memory):.0%} of the measured copy "
               f"bandwidth's bound; {sum(r.fraction >= 0.7 for r in memory)} of {len(memory)} at 70% or more")
+    beside = [r.of_copy for r in memory if r.of_copy is not None]
+    if beside:
+        print(f"- memory-bound tasks against the same bytes copied side by side: median "
+              f"{statistics.median(beside):.0%}; {sum(f >= 0.7 for f in beside)} of {len(beside)} at 70% or more")
     print(f"- build time per seed (cold, gcc): median {statistics.median(r.build_s for r in rows):.2f} s, "
           f"max {max(r.build_s for r in rows):.2f} s")
     if tuner is not None:

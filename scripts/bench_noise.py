@@ -1,0 +1,188 @@
+"""Benchmark: how much the evaluator's figures move from one evaluation of the same kernel to the next (CPU).
+
+Evaluates each named built-in task's native seed (`NAME.cpp.py`) several times with one warm `LocalEvaluator` and the
+default timing protocol, and reports, per task, the median time of each side and the speedup for every run and their
+coefficients of variation (standard deviation over mean). Issue 16's goal for a quiet machine: under 2%.
+
+Beside it, the same seed and the eager reference timed side by side in this one process, interleaved call by call
+with the evaluator's timer and OpenMP settings (as `scripts/bench_native.py` does), so that the evaluator's ratio can
+be compared with an in-process one.
+
+    .venv/bin/python scripts/bench_noise.py --tasks relu,softmax --runs 10
+    .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 0 --contend 3   # another job on one core
+
+`--samples` prints every timing block's per-call samples for each run (which side a slow stretch fell on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evaluator.sandbox import openmp_environment  # noqa: E402  (light: imports no torch)
+
+os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
+
+from benchmarks import builtin_task, seed_path  # noqa: E402
+from evaluator import EvalConfig, LocalEvaluator, load_candidate, load_task  # noqa: E402
+
+
+def cv_percent(values: list[float]) -> float:
+    return 100.0 * statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
+
+
+BLOCKS: list[tuple[str, list[float]]] = []  # with --samples: (side, the block's per-call ms) of the current evaluation
+
+
+def record_blocks() -> None:
+    """Wrap the driver's timing block so that each block's per-call samples are kept, labelled by side."""
+    import evaluator.measure as measure_mod
+
+    block = measure_mod._block
+
+    def recording(conn, rec, cfg, keep_budget, first):  # noqa: ANN001, ANN202 - the wrapped signature
+        before = len(rec.samples_ms)
+        block(conn, rec, cfg, keep_budget, first)
+        BLOCKS.append(("cand" if keep_budget else "ref", rec.samples_ms[before:]))
+
+    measure_mod._block = recording
+
+
+def print_blocks(run: int, speedup: float) -> None:
+    print(f"  run {run}: {speedup:.2f}x")
+    for side, samples in BLOCKS:
+        print(f"    {side:4s} n={len(samples):3d} median {statistics.median(samples):6.2f} ms  "
+              + " ".join(f"{x:.2f}" for x in samples[:40]))
+    BLOCKS.clear()
+
+
+def evaluator_runs(task_name: str, runs: int, timing_s: float,
+                   samples: bool = False) -> list[tuple[float, float]]:
+    """(reference median ms, candidate median ms) for each of `runs` warm evaluations of the task's native seed."""
+    task_path = builtin_task(task_name)
+    task = load_task(task_path)
+    cand = load_candidate(seed_path(task_path, "cpp"), origin="seed")
+    cfg = EvalConfig(device="cpu", max_timing_s=timing_s, profile=False)
+    ev = LocalEvaluator()
+    try:
+        first = ev.evaluate(task, cand, cfg)  # starts the zygotes and fills the build cache
+        if not first.ok:
+            raise SystemExit(f"{task_name}: the seed was not accepted: {first.status.value}: {first.reason}")
+        pairs = []
+        BLOCKS.clear()
+        for i in range(runs):
+            r = ev.evaluate(task, cand, cfg)
+            if not r.ok:
+                raise SystemExit(f"{task_name}: {r.status.value}: {r.reason}")
+            pairs.append((r.reference_ms.median_ms, r.candidate_ms.median_ms))
+            if samples:
+                print_blocks(i, pairs[-1][0] / pairs[-1][1])
+        return pairs
+    finally:
+        ev.close()
+
+
+SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+
+
+def in_process_ms(task_name: str, budget_s: float, contend: bool = False) -> tuple[float, float]:
+    """(eager median ms, seed median ms), interleaved call by call in this process on the task's own inputs. With
+    `contend`, a busy process pinned to this process's last CPU runs meanwhile (another job on one of the cores)."""
+    import subprocess
+    import importlib.util
+
+    import torch
+
+    def module(path: Path, name: str):  # noqa: ANN202 - a module
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    task_path = builtin_task(task_name)
+    task = module(task_path, f"task_{task_path.stem}")
+    seed = module(seed_path(task_path, "cpp"), f"seed_{task_path.stem}")
+    init = task.get_init_inputs()
+    model = task.Model(*init).eval()
+    native = seed.ModelNew(*init)
+    native.load_state_dict(model.state_dict())
+    inputs = task.get_inputs()
+    from evaluator.timing import CallTimer
+    timer = CallTimer(torch.device("cpu"))  # the evaluator's timer: the same cold-cache rule before each call
+    timer.calibrate()
+    times: dict[str, list[float]] = {"eager": [], "native": []}
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN, str(max(os.sched_getaffinity(0)))]) if contend else None
+    try:
+        time.sleep(0.2 if contend else 0.0)
+        start = time.perf_counter()
+        with torch.no_grad():
+            while len(times["eager"]) < 5 or time.perf_counter() - start < budget_s:
+                for key, fn in (("eager", model), ("native", native)):
+                    times[key].append(timer.time_call(fn, inputs)[0])
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+    return statistics.median(times["eager"]), statistics.median(times["native"])
+
+
+def contention(task_name: str, rounds: int) -> None:
+    """The seed and eager PyTorch side by side in this process, as the machine is and with one core taken by a busy
+    process, in alternating rounds: how another job on the machine moves the speedup."""
+    print(f"\n{task_name}: in-process, as the machine is / with one CPU taken by a busy process")
+    print("| round | eager ms | seed ms | speedup | eager ms, one CPU taken | seed ms, one CPU taken | speedup |")
+    print("|---|---|---|---|---|---|---|")
+    for i in range(rounds):
+        quiet = in_process_ms(task_name, budget_s=1.5)
+        taken = in_process_ms(task_name, budget_s=1.5, contend=True)
+        print(f"| {i} | {quiet[0]:.2f} | {quiet[1]:.2f} | {quiet[0] / quiet[1]:.2f}x | {taken[0]:.2f} | {taken[1]:.2f} "
+              f"| {taken[0] / taken[1]:.2f}x |", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="relu,softmax", help="comma-separated built-in task names")
+    parser.add_argument("--runs", type=int, default=10, help="warm evaluations per task")
+    parser.add_argument("--timing-s", type=float, default=EvalConfig().max_timing_s,
+                        help="each side's timing cap per evaluation (EvalConfig.max_timing_s)")
+    parser.add_argument("--contend", type=int, default=0, metavar="ROUNDS",
+                        help="then, per task, ROUNDS in-process rounds as the machine is and with one CPU taken by a "
+                             "busy process (what another job on the machine does to the speedup)")
+    parser.add_argument("--samples", action="store_true",
+                        help="also print every timing block's per-call samples (ms), side by side, for each run")
+    args = parser.parse_args()
+    print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  machine: {platform.machine()}, "
+          f"{os.cpu_count()} cores  load average at start: {os.getloadavg()[0]:.2f}")
+    print(f"command: .venv/bin/python scripts/bench_noise.py --tasks {args.tasks} --runs {args.runs} "
+          f"--timing-s {args.timing_s}" + (f" --contend {args.contend}" if args.contend else ""))
+    print("| task | runs | reference ms (CV) | candidate ms (CV) | speedup median (CV, min-max) "
+          "| in-process eager ms | in-process seed ms | in-process speedup |")
+    print("|---|---|---|---|---|---|---|---|")
+    if args.samples:
+        record_blocks()
+    for name in args.tasks.split(",") if args.runs > 0 else []:
+        pairs = evaluator_runs(name.strip(), args.runs, args.timing_s, args.samples)
+        refs, cands = [p[0] for p in pairs], [p[1] for p in pairs]
+        speedups = [r / c for r, c in pairs]
+        eager_ms, seed_ms = in_process_ms(name.strip(), budget_s=3.0)
+        print(f"| {name} | {len(pairs)} | {statistics.median(refs):.2f} ({cv_percent(refs):.1f}%) "
+              f"| {statistics.median(cands):.2f} ({cv_percent(cands):.1f}%) "
+              f"| {statistics.median(speedups):.2f}x ({cv_percent(speedups):.1f}%, {min(speedups):.2f}-"
+              f"{max(speedups):.2f}) | {eager_ms:.2f} | {seed_ms:.2f} | {eager_ms / seed_ms:.2f}x |", flush=True)
+    for name in args.tasks.split(",") if args.contend else []:
+        contention(name.strip(), args.contend)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
