@@ -6,11 +6,12 @@ whose `source` is None and whose `problem` is one readable sentence that can go 
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+from evaluator.source_ast import parse_source
 
 __all__ = ["CodeReply", "extract_code", "extract_json"]
 
@@ -117,7 +118,7 @@ def _split_reasoning(text: str) -> tuple[str, str]:
 
 def _parse_problem(source: str) -> str:
     try:
-        ast.parse(source)
+        parse_source(source)
     except SyntaxError as exc:
         return f"the code does not parse: line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # e.g. null bytes

@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from evaluator.source_ast import parse_source
+
 Span = tuple[int, int]
 _Found = tuple[str, int, str, str, tuple[Span, ...]]  # name, value, role, kind, spans
 
@@ -102,7 +104,7 @@ def choices_for(value: int, role: str, cuda: bool = False) -> tuple[int, ...]:
 def find_tunables(source: str) -> list[Tunable]:
     """Every tunable of a Python source, in source order; [] where the source does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except (SyntaxError, ValueError):
         return []
     return _Finder(source, tree).run()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from evaluator.source_ast import parse_source
+
 BANNED_MODULES = {
     "ctypes": "loads native code behind the harness's back",
     "cffi": "loads native code behind the harness's back",
@@ -96,7 +98,7 @@ class Violation:
 
 def check_source(source: str, allow_torch: bool = False) -> list[Violation]:
     """Every policy violation in the candidate's source (empty when it passes). Raises SyntaxError when unparsable."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     found: list[Violation] = []
     aliases = _module_aliases(tree)
     for node in ast.walk(tree):

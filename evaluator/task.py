@@ -11,6 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.source_ast import parse_source
+
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 
@@ -37,7 +39,7 @@ def source_digest(source: str) -> str:
 def task_from_source(source: str, name: str, path: str | None = None) -> Task:
     label = path or name
     try:
-        tree = ast.parse(source, filename=label)
+        tree = parse_source(source, label)
     except SyntaxError as exc:
         raise TaskError(f"{label}: syntax error on line {exc.lineno}: {exc.msg}; fix the task file.") from None
     defined = _top_level_names(tree)

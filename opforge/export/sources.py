@@ -15,6 +15,8 @@ import keyword
 import re
 from dataclasses import dataclass
 
+from evaluator.source_ast import parse_source
+
 TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 
 
@@ -32,7 +34,7 @@ class KernelInfo:
 
 
 def forward_info(task_source: str) -> ForwardInfo:
-    model = _class(ast.parse(task_source), "Model")
+    model = _class(parse_source(task_source), "Model")
     forward = None if model is None else next(
         (n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
     if forward is None:
@@ -46,7 +48,7 @@ def forward_info(task_source: str) -> ForwardInfo:
 
 def init_call(task_source: str) -> tuple[str, str]:
     """The reference constructor's required arguments as a call ('dim') and its whole signature ('dim, eps=1e-05')."""
-    model = _class(ast.parse(task_source), "Model")
+    model = _class(parse_source(task_source), "Model")
     init = None if model is None else next(
         (n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     if init is None:
@@ -60,7 +62,7 @@ def init_call(task_source: str) -> tuple[str, str]:
 
 
 def literal_tolerance(task_source: str) -> dict[str, float] | None:
-    for node in ast.parse(task_source).body:
+    for node in parse_source(task_source).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TOLERANCE" for t in node.targets):
             try:
                 value = ast.literal_eval(node.value)
@@ -72,7 +74,7 @@ def literal_tolerance(task_source: str) -> dict[str, float] | None:
 
 
 def kernel_info(candidate_source: str) -> KernelInfo:
-    tree = ast.parse(candidate_source)
+    tree = parse_source(candidate_source)
     if any(isinstance(n, ast.ImportFrom) and n.module == "evaluator.native" for n in ast.walk(tree)):
         return KernelInfo("cpp", (), False)  # native C/C++ on the CPU through load_c (export/native_vendor.py)
     if "load_inline" in candidate_source or "cpp_extension" in candidate_source:

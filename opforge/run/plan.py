@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmarks import builtin_task, list_suites, seed_path
 from benchmarks.suite import SEED_SUFFIXES
+from evaluator.source_ast import parse_source
 from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
 from opforge.run.capability import job_requirement
@@ -194,7 +195,7 @@ def seed_source_problem(source: str, label: str) -> str | None:
     with a top-level ModelNew (a class, or a name bound by assignment or import), so that a wrong file fails when it
     is given (the CLI's --seed-kernel, the web form) rather than as the run's compile_error."""
     try:
-        tree = ast.parse(source, filename=label)
+        tree = parse_source(source, label)
     except SyntaxError as exc:
         return f"{label}: syntax error on line {exc.lineno}: {exc.msg}; fix the seed kernel."
     except ValueError:  # null bytes
