@@ -349,7 +349,7 @@ class LocalEvaluator:
             conn.request(Run(variant=0, seed=fresh_seed()), cfg.compile_timeout_s,
                          "compiling the torch.compile baseline")
             with self._timed(kind, "the torch.compile baseline"):
-                return time_alone(conn, cfg)
+                return time_alone(conn, cfg, kind)
         except (TaskError, Refused):
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:

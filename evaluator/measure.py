@@ -20,14 +20,22 @@ from evaluator.commands import Batch, Check, Clock, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.result import Status, Timing
-from evaluator.timing import relative_standard_error
+from evaluator.timing import median_standard_error_ms
 
 KEEP_PROBABILITY = 0.2
 MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
 MIN_BLOCK_CALLS = 10   # a block ends on the stopping rule only after this many calls
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
-DEEP_CHECK_PROBABILITY = 0.17  # timing blocks after which the candidate's worker compares the whole dispatch table
+DEEP_CHECK_BLOCKS = 2 * MIN_BLOCKS  # one of the candidate's first blocks, drawn in advance, ends with a deep check
+DEEP_CHECK_PROBABILITY = 0.17  # and so does each block past those, at random
 FLOOR_CAP_FACTOR = 5   # the sample floor (min_reps, MIN_BLOCKS) may stretch a side's time to this many time caps
+# Below this, a median's standard error is finer than what the harness can tell apart from one evaluation to the next
+# (docs/EVALUATOR.md, "Timing"): a side whose median is known to within it has settled, whatever its relative error.
+PRECISION_FLOOR_MS = {"cpu": 1e-3, "cuda": 0.5e-3}
+
+
+def precision_floor_ms(device_kind: str) -> float:
+    return PRECISION_FLOOR_MS.get(device_kind, PRECISION_FLOOR_MS["cpu"])
 
 
 @dataclass
@@ -40,6 +48,8 @@ class SideRecord:
     blocks: int = 0
     kernels: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
     left_running_ms: list[float] = field(default_factory=list)  # per block, the median time work outlived a call
+    floor_ms: float = 0.0  # the precision floor of the stopping rule (`settled`); 0: the relative rule alone
+    deep_check_block: int | None = None  # the block (0-based) after which the worker compares the dispatch table
 
     def saw_kernels(self, fewest: dict[str, int]) -> None:
         self.kernels = fewest if self.kernels is None else {k: min(n, fewest.get(k, 0))
@@ -61,8 +71,25 @@ class SideRecord:
         return len(self.samples_ms) >= cfg.max_reps or self.spent_s >= FLOOR_CAP_FACTOR * cfg.max_timing_s
 
     def settled(self, cfg: EvalConfig) -> bool:
-        """The stopping rule: enough repetitions, and the median known to `target_rse`."""
-        return len(self.samples_ms) >= cfg.min_reps and relative_standard_error(self.samples_ms) < cfg.target_rse
+        """The stopping rule: enough repetitions, and the median known to `target_rse` of itself or to `floor_ms`,
+        whichever is coarser. A call of a few microseconds has a spread of tens of percent (the timer's marks, the
+        scheduler, the watch around the call): its median took thousands of calls to reach 1%, so every side of such
+        a call ran to its time cap, while its figure moved by more than the floor from one evaluation to the next."""
+        if len(self.samples_ms) < cfg.min_reps:
+            return False
+        se_ms, median_ms = median_standard_error_ms(self.samples_ms)
+        return se_ms < max(cfg.target_rse * median_ms, self.floor_ms)
+
+    def deep_check_after(self) -> bool:
+        """Whether the block now ending compares the whole dispatch table (about 45 ms in the candidate's worker):
+        the one block drawn in advance among the first DEEP_CHECK_BLOCKS, and past those a random sixth. One
+        comparison is as likely to catch a change present through timing as a random sixth of six blocks, and the
+        check after timing compares it once more."""
+        if self.deep_check_block is None:
+            return False
+        if self.blocks < DEEP_CHECK_BLOCKS:
+            return self.blocks == self.deep_check_block
+        return random.random() < DEEP_CHECK_PROBABILITY
 
 
 @dataclass(frozen=True)
@@ -101,7 +128,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         stop = len(rec.samples_ms) >= cfg.max_reps or settled or (
             (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()
-        check = next_seed is None and random.random() < DEEP_CHECK_PROBABILITY
+        check = next_seed is None and rec.deep_check_after()
         conn.send(NextCall(keep=keep, next_seed=next_seed, check=check))
         if keep:
             _, tensors = conn.recv(cfg.run_timeout_s, "returning a timed call's outputs")
@@ -124,7 +151,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
             device_kind: str) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py)."""
-    ref, cand = SideRecord(), SideRecord()
+    floor_ms = precision_floor_ms(device_kind)
+    ref = SideRecord(floor_ms=floor_ms)
+    cand = SideRecord(floor_ms=floor_ms, deep_check_block=random.randrange(DEEP_CHECK_BLOCKS))
     keep_budget = max(1, cfg.timing_recheck_reps)
     sides = [(reference, ref, 0), (candidate, cand, keep_budget)]
     # Strictly alternating blocks from a random first side, until both sides are done: load that comes and goes
@@ -146,9 +175,9 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
                        cand.kernels or {})
 
 
-def time_alone(conn: WorkerConnection, cfg: EvalConfig) -> Timing:
+def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Timing:
     """One more side timed by the same protocol (the torch.compile baseline)."""
-    rec = SideRecord()
+    rec = SideRecord(floor_ms=precision_floor_ms(device_kind))
     while not rec.done(cfg):
         _block(conn, rec, cfg, 0, first=rec.blocks == 0)
     return Timing.from_samples(rec.samples_ms)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from evaluator.cpu_caches import CACHE_DIR, cache_sizes_kib
+from evaluator.result import median_standard_error_ms
 
 _now_ns = time.perf_counter_ns
 L2_FLUSH_BYTES = 256 * 2**20  # at least twice the L2 of current GPUs (H100: 50 MiB, B200: 126 MiB)
@@ -263,26 +264,9 @@ def _persisting_l2_reset() -> Callable[[], None]:
 
 
 def relative_standard_error(samples_ms: list[float]) -> float:
-    """The median's standard error over the median: the stopping rule for repetitions.
-
-    Robust, as the median is: the spread is estimated from the interquartile range (IQR / 1.349 for a normal
-    distribution) and the median's standard error is 1.2533 sigma / sqrt(n). The mean's formula let one preempted
-    call among hundreds of microsecond calls keep a block running to its time cap."""
-    n = len(samples_ms)
-    if n < 2:
-        return math.inf
-    xs = sorted(samples_ms)
-    med = statistics.median(xs)
-    if med <= 0:
-        return math.inf
-    iqr = _quantile(xs, 0.75) - _quantile(xs, 0.25)
-    return 1.2533 * (iqr / 1.349) / math.sqrt(n) / med
-
-
-def _quantile(sorted_xs: list[float], q: float) -> float:
-    pos = (len(sorted_xs) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+    """The median's standard error over the median (`median_standard_error_ms`): the stopping rule for repetitions."""
+    se_ms, med = median_standard_error_ms(samples_ms)
+    return se_ms / med if med > 0 else math.inf
 
 
 def now_ms() -> float:

@@ -1,0 +1,122 @@
+"""The timing protocol's stopping rule and deep checks (issue 18): a side of microsecond calls settles on the precision
+floor instead of running to its time cap, slow calls still need the relative rule, and the candidate's worker compares
+the whole dispatch table after exactly one of its first blocks, drawn in advance."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from evaluator import measure
+from evaluator.commands import NextCall, Time
+from evaluator.config import EvalConfig
+from evaluator.measure import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
+from evaluator.result import EvalResult, Status, Timing, median_standard_error_ms
+
+
+class FakeWorker:
+    """Answers the driver's timing protocol (`measure._block`) with calls drawn around `median_ms`, spread by
+    `spread` (uniform, relative), without running anything: records which blocks were asked for a deep check."""
+
+    def __init__(self, median_ms: float, spread: float, seed: int) -> None:
+        self.median_ms, self.spread = median_ms, spread
+        self.rng = random.Random(seed)
+        self.pending: list[dict[str, Any]] = []
+        self.blocks = 0
+        self.deep_checks: list[int] = []
+
+    def send(self, cmd: Any) -> None:
+        if isinstance(cmd, Time) or (isinstance(cmd, NextCall) and cmd.next_seed is not None):
+            self.pending.append({"status": "rep", "ms": self.median_ms * (1 + self.spread * (self.rng.random() - 0.5))})
+        if isinstance(cmd, NextCall):
+            if cmd.keep:
+                self.pending.insert(0, {"status": "kept"})
+            if cmd.next_seed is None:
+                if cmd.check:
+                    self.deep_checks.append(self.blocks)
+                self.blocks += 1
+                self.pending.append({"status": "timed", "kernels": {}, "left_running_ms": 0.0})
+
+    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
+        return self.pending.pop(0), []
+
+
+def test_a_side_of_microsecond_calls_settles_on_the_precision_floor_not_on_its_time_cap():
+    """10 us calls spread over +-20 %: the median is known to 1 % only after some 800 calls, but to the CPU's floor
+    (1 us) after its first blocks. The side used to run to its cap (or `max_reps`) every time."""
+    cfg = EvalConfig(max_timing_s=600.0, max_reps=1000)  # no time cap in reach: only the rule can end a side
+    ref, cand = FakeWorker(0.010, 0.4, 1), FakeWorker(0.012, 0.4, 2)
+    m = measure.measure(ref, cand, cfg, "cpu")  # type: ignore[arg-type] # the protocol's fake
+    for timing in (m.reference_ms, m.candidate_ms):
+        assert timing.reps < 100
+        assert timing.se_ms is not None and timing.se_ms < precision_floor_ms("cpu")
+        assert timing.se_ms / timing.median_ms > cfg.target_rse  # settled on the floor, not on the relative rule
+
+
+def test_without_the_floor_the_same_side_runs_to_its_limit():
+    cfg = EvalConfig(max_timing_s=600.0, max_reps=400)
+    rec = SideRecord(floor_ms=0.0)
+    worker = FakeWorker(0.010, 0.8, 3)  # +-40 %: the relative rule needs some 1,400 calls
+    while not rec.done(cfg):
+        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+    assert len(rec.samples_ms) >= cfg.max_reps
+
+
+def test_slow_noisy_calls_still_settle_on_the_relative_rule_alone():
+    """At 5 ms a call the floor (1 us) is far below 1 % of the median: it changes nothing there."""
+    cfg = EvalConfig(min_reps=10)
+    rng = random.Random(4)
+    xs = [5.0 * (1 + 0.4 * (rng.random() - 0.5)) for _ in range(50)]
+    se_ms, median_ms = median_standard_error_ms(xs)
+    assert se_ms > cfg.target_rse * median_ms  # not settled by the relative rule
+    assert not SideRecord(samples_ms=xs, floor_ms=precision_floor_ms("cpu")).settled(cfg)
+    tight = [5.0 + 0.001 * i for i in range(50)]
+    assert SideRecord(samples_ms=tight, floor_ms=0.0).settled(cfg)
+
+
+def test_the_floor_needs_the_sample_floor_first():
+    cfg = EvalConfig(min_reps=10)
+    assert not SideRecord(samples_ms=[0.01] * 9, floor_ms=1e-3).settled(cfg)
+    assert SideRecord(samples_ms=[0.01] * 10, floor_ms=1e-3).settled(cfg)
+
+
+@pytest.mark.parametrize("drawn", range(DEEP_CHECK_BLOCKS))
+def test_the_deep_check_falls_on_the_one_block_drawn_in_advance(drawn: int):
+    rec = SideRecord(deep_check_block=drawn)
+    checks = []
+    for block in range(DEEP_CHECK_BLOCKS):
+        rec.blocks = block
+        checks.append(rec.deep_check_after())
+    assert checks == [b == drawn for b in range(DEEP_CHECK_BLOCKS)]
+    assert not SideRecord().deep_check_after()  # the reference's worker: never
+
+
+def test_blocks_past_the_drawn_range_are_still_checked_at_random():
+    rec = SideRecord(deep_check_block=0, blocks=DEEP_CHECK_BLOCKS)
+    random.seed(5)
+    drawn = [rec.deep_check_after() for _ in range(600)]
+    assert 0 < sum(drawn) < 600
+
+
+def test_the_candidates_worker_is_asked_for_one_deep_check_during_timing():
+    cfg = EvalConfig(max_timing_s=600.0, max_reps=1000)
+    for seed in range(8):
+        ref, cand = FakeWorker(0.010, 0.4, seed), FakeWorker(0.010, 0.4, 100 + seed)
+        random.seed(seed)
+        measure.measure(ref, cand, cfg, "cpu")  # type: ignore[arg-type]
+        assert ref.deep_checks == []
+        assert len(cand.deep_checks) <= 1 and all(b < DEEP_CHECK_BLOCKS for b in cand.deep_checks)
+        if cand.blocks >= DEEP_CHECK_BLOCKS:
+            assert len(cand.deep_checks) == 1
+
+
+def test_the_median_standard_error_travels_with_the_timing_record():
+    t = Timing.from_samples([1.0, 1.1, 0.9, 1.05, 0.95])
+    assert t.se_ms is not None and 0 < t.se_ms < 0.1
+    assert Timing.from_samples([1.0]).se_ms is None
+    r = EvalResult(Status.OK, "fine", candidate_ms=t, reference_ms=Timing(2.0, 0.1, 50))
+    back = EvalResult.from_json(r.to_json())
+    assert back.candidate_ms == t
+    assert back.reference_ms is not None and back.reference_ms.se_ms is None
