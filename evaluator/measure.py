@@ -126,7 +126,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
         # A block ends on its share of the time cap, or as soon as the side's samples settle: the time cap is for
         # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
-        settled = calls >= MIN_BLOCK_CALLS and calls % STATS_EVERY == 0 and rec.settled(cfg)
+        # (First at MIN_BLOCK_CALLS itself: a settled side keeping pace with the other ends its blocks there.)
+        settled = calls >= MIN_BLOCK_CALLS and (calls - MIN_BLOCK_CALLS) % STATS_EVERY == 0 and rec.settled(cfg)
         stop = len(rec.samples_ms) >= cfg.max_reps or settled or (
             (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()

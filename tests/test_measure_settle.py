@@ -146,3 +146,11 @@ def test_the_clock_check_waits_beside_the_work_it_is_given_and_still_refuses_a_s
     with pytest.raises(Refused, match="clock was rewritten"):  # no work: the whole wait is slept
         clock_keeps_time(_ClockConn(0.004), EvalConfig(), wait_s=0.03)
     assert time.perf_counter() - t0 >= 0.05 + 0.03 + 0.03
+
+
+def test_a_settled_side_keeping_pace_ends_its_blocks_after_the_fewest_calls_a_block_may_have():
+    cfg = EvalConfig(max_timing_s=600.0)
+    rec = SideRecord(samples_ms=[0.010] * 60, blocks=3, floor_ms=precision_floor_ms("cpu"))
+    assert rec.settled(cfg)
+    measure._block(FakeWorker(0.010, 0.1, 6), rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    assert len(rec.samples_ms) == 60 + measure.MIN_BLOCK_CALLS
