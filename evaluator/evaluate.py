@@ -227,12 +227,8 @@ class LocalEvaluator:
             return EvalResult(Status.INCORRECT, checked.failure, max_abs_error=checked.max_abs_error,
                               max_rel_error=checked.max_rel_error, device=dev, backend=backend, trials=checked.trials)
         timed = self._time(ref, cand, cfg, kind, checked)
-
-        def recheck() -> str | None:
-            with self._beside(kind, "rechecking timed calls"):
-                return recheck_timed(ref, timed.measurement.kept, cfg, loaded.tolerance)
-        wrong = clock_keeps_time(cand, cfg, meanwhile=recheck)  # the candidate's worker waits while the reference works
-        cand.request(Check(), cfg.run_timeout_s, "the checks after timing")
+        with self._beside(kind, "rechecking timed calls"):
+            wrong = recheck_timed(ref, timed.measurement.kept, cfg, loaded.tolerance)
         if wrong is not None:
             return EvalResult(Status.INCORRECT, wrong, device=dev, trials=checked.trials)
         confirmed = self._confirm_speedup(ref, cand, cfg, kind, timed.measurement)
@@ -286,8 +282,7 @@ class LocalEvaluator:
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
               checked: Checked) -> Timed:
-        """Both sides timed (and metered) in the device's timed phase; the clock check and the candidate's costlier
-        checks follow (`_run`), beside the reference's rechecks."""
+        """Both sides timed (and metered) in the device's timed phase, then the candidate's costlier checks."""
         with self._timed(kind, "timing"):
             try:
                 m = measure(ref, cand, cfg, kind)
@@ -296,6 +291,8 @@ class LocalEvaluator:
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)
+        clock_keeps_time(cand, cfg)
+        cand.request(Check(), cfg.run_timeout_s, "the checks after timing")
         return Timed(m, cand_energy, ref_energy)
 
     def _confirm_speedup(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,

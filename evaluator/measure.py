@@ -13,7 +13,6 @@ import secrets
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
 
 import torch
 
@@ -23,7 +22,6 @@ from evaluator.connection import Refused, WorkerConnection
 from evaluator.result import Status, Timing
 from evaluator.timing import median_standard_error_ms
 
-T = TypeVar("T")
 KEEP_PROBABILITY = 0.2
 MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
 MIN_BLOCK_CALLS = 10   # a block ends on the stopping rule only after this many calls
@@ -189,27 +187,19 @@ def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Tim
 CLOCK_PROBE_S = 0.05
 
 
-def clock_keeps_time(conn: WorkerConnection, cfg: EvalConfig, wait_s: float = CLOCK_PROBE_S,
-                     meanwhile: Callable[[], T] | None = None) -> T | None:
-    """Refuse a worker whose timer clock does not keep time: read it twice, at least `wait_s` apart by the driver's
-    clock. A clock rewritten from C to count the calling thread's CPU time (which stands still while it waits) claims
-    par or better for a kernel many times slower, where the comparison of per-call walls has too much noise to say so.
-
-    `meanwhile` runs between the two readings (the reference's rechecks: the candidate's worker only waits then), so
-    the wait costs the evaluation only what it lasts beyond that work; returns what it returned."""
+def clock_keeps_time(conn: WorkerConnection, cfg: EvalConfig, wait_s: float = CLOCK_PROBE_S) -> None:
+    """Refuse a worker whose timer clock does not keep time: read it twice, `wait_s` apart by the driver's clock. A
+    clock rewritten from C to count the calling thread's CPU time (which stands still while it waits) claims par
+    or better for a kernel many times slower, where the comparison of per-call walls has too much noise to say so."""
     first, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
     t0 = time.perf_counter()
-    result = meanwhile() if meanwhile is not None else None
-    remaining_s = wait_s - (time.perf_counter() - t0)
-    if remaining_s > 0:
-        time.sleep(remaining_s)
+    time.sleep(wait_s)
     elapsed_ms = (time.perf_counter() - t0) * 1e3
     second, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
     worker_ms = float(second["now_ms"]) - float(first["now_ms"])
     if worker_ms < 0.5 * elapsed_ms:
         raise Refused(Status.REJECTED, f"the worker's timer clock advanced {worker_ms:.1f} ms while {elapsed_ms:.0f} "
                                        "ms passed by the driver's clock (its clock was rewritten)")
-    return result
 
 
 class ClockDisagreement(Refused):

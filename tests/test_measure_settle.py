@@ -122,32 +122,6 @@ def test_the_median_standard_error_travels_with_the_timing_record():
     assert back.reference_ms is not None and back.reference_ms.se_ms is None
 
 
-class _ClockConn:
-    """A worker connection whose clock advances `rate` ms per ms of real time (1: honest; ~0: a CPU-time clock)."""
-
-    def __init__(self, rate: float) -> None:
-        from evaluator import timing
-        self.now, self.rate = timing.now_ms, rate
-        self.start = self.now()
-
-    def request(self, cmd: Any, timeout_s: float, what: str) -> tuple[dict[str, Any], list[Any]]:
-        return {"status": "clock", "now_ms": (self.now() - self.start) * self.rate}, []
-
-
-def test_the_clock_check_waits_beside_the_work_it_is_given_and_still_refuses_a_stopped_clock():
-    import time
-    from evaluator.connection import Refused
-    from evaluator.measure import clock_keeps_time
-    t0 = time.perf_counter()
-    got = clock_keeps_time(_ClockConn(1.0), EvalConfig(), wait_s=0.05, meanwhile=lambda: time.sleep(0.04) or "done")
-    assert got == "done"
-    with pytest.raises(Refused, match="clock was rewritten"):  # the work done meanwhile counts as the wait
-        clock_keeps_time(_ClockConn(0.004), EvalConfig(), wait_s=0.01, meanwhile=lambda: time.sleep(0.03))
-    with pytest.raises(Refused, match="clock was rewritten"):  # no work: the whole wait is slept
-        clock_keeps_time(_ClockConn(0.004), EvalConfig(), wait_s=0.03)
-    assert time.perf_counter() - t0 >= 0.05 + 0.03 + 0.03
-
-
 def test_a_settled_side_keeping_pace_ends_its_blocks_after_the_fewest_calls_a_block_may_have():
     cfg = EvalConfig(max_timing_s=600.0)
     rec = SideRecord(samples_ms=[0.010] * 60, blocks=3, floor_ms=precision_floor_ms("cpu"))
