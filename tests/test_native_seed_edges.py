@@ -28,6 +28,7 @@ EDGES = {
     "max_pool2d": POOL_SHAPES,
     "col_sum": [{"ROWS": r, "COLS": c} for r in (1, 65) for c in (1, 17, 255, 257)],
     "row_mean": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
+    "row_sum": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "log_softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
