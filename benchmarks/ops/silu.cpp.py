@@ -1,7 +1,7 @@
 """Native seed for ops/silu: x * sigmoid(x) elementwise, OpenMP over blocks of BLOCK elements (static: contiguous
 bands), AVX-512 with a vectorised exponential (see exp_neg16; glibc's expf is several times slower), a reciprocal
-(rcp14 and a Newton step) for the division, unmasked except for the tail (masked stores are slow on AMD Zen 4), non-temporal stores for a large output (see
-STREAM_FROM_BYTES); a portable expf loop where AVX-512 is missing."""
+(rcp14 and a Newton step) for the division, unmasked except for the tail (masked stores are slow on AMD Zen 4),
+non-temporal stores for a large output (see STREAM_FROM_BYTES); a portable expf loop where AVX-512 is missing."""
 
 import torch
 import torch.nn as nn
