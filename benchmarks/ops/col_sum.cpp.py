@@ -1,8 +1,8 @@
 """Native seed for ops/col_sum: x.sum(dim=0) of a (rows, cols) fp32 tensor, reading x once, row by row (contiguous
 streams): each OpenMP thread takes a contiguous band of rows and adds BLOCK_ROWS rows at a time into a float row of
 column sums (cols floats: L1 at the benchmark shape), which then goes into the thread's double sums; the threads'
-double sums are added at the end. AVX-512 with a masked tail and a software prefetch (see AHEAD_BYTES), a portable
-loop where AVX-512 is missing. Returns nonzero when the scratch rows cannot be allocated."""
+double sums are added at the end. AVX-512 with a masked tail, a portable loop where AVX-512 is missing. Returns
+nonzero when the scratch rows cannot be allocated."""
 
 import torch
 import torch.nn as nn
@@ -13,11 +13,6 @@ SOURCE = r"""
 #include <stdlib.h>
 #include <omp.h>
 #define BLOCK_ROWS 64
-/* Each line of x is first prefetched into L2 AHEAD_BYTES ahead (the rows are contiguous), as in tiny/row_sum.
-   Computed as integers: a prefetch past the end never faults, but C's pointer arithmetic past the array may not be
-   done. */
-#define AHEAD_BYTES 8192
-#define AHEAD(p) ((const char*)((uintptr_t)(p) + AHEAD_BYTES))
 #ifdef __AVX512F__
 #include <immintrin.h>
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
@@ -44,7 +39,6 @@ static void add_row(float* restrict acc, const float* restrict row, int64_t cols
 #ifdef __AVX512F__
     int64_t c = 0;
     for (; c + 64 <= cols; c += 64) {
-        for (int u = 0; u < 64; u += 16) _mm_prefetch(AHEAD(row + c + u), _MM_HINT_T1);
         _mm512_storeu_ps(acc + c, _mm512_add_ps(_mm512_loadu_ps(acc + c), _mm512_loadu_ps(row + c)));
         _mm512_storeu_ps(acc + c + 16, _mm512_add_ps(_mm512_loadu_ps(acc + c + 16), _mm512_loadu_ps(row + c + 16)));
         _mm512_storeu_ps(acc + c + 32, _mm512_add_ps(_mm512_loadu_ps(acc + c + 32), _mm512_loadu_ps(row + c + 32)));
