@@ -16,7 +16,7 @@ the native kernels they judge. On a shared machine they are a floor of what the 
 
 Why the copy is timed as a kernel is (until 2026-11-24 it was the best of seven back-to-back copies of two 64 MiB
 arrays, timed bare): every timed kernel pays a fixed cost per call that no kernel can avoid under the evaluator's
-rules (waking the sleeping pool and joining it, 0.09-0.17 ms on this loaded 2-core VM, against 0.7-1.5 ms for a
+rules (waking the sleeping pool and joining it, 0.09-0.22 ms on this loaded 2-core VM, against 0.7-1.5 ms for a
 memory-bound task's bytes), and it starts with cold caches after the eviction. A bare copy of 128 MiB hid both, so
 it measured a bandwidth that a kernel of the tasks' size, timed by this evaluator, could not reach even when it ran
 as fast as a copy of its own bytes (docs/EVALUATOR.md, "Timing"). Best-of, not median: one quiet moment among the
