@@ -1,4 +1,4 @@
-"""CPU extensions that candidates declare with `torch.utils.cpp_extension.load_inline(cpp_sources=..., with_cuda=False)`.
+"""CPU extensions that candidates declare with `torch.utils.cpp_extension.load_inline(cpp_sources=...)`, no CUDA.
 
 Such a call used to build privately inside the candidate's worker with torch's headers: 30-90 s on every evaluation,
 with any flag the candidate liked. Now it goes the way CUDA sources and `load_c` go (`build_stage.py`):
@@ -31,14 +31,15 @@ KIND = "cpu_extension"  # the build request's kind on the wire
 BuildClient = Callable[[dict[str, Any], str], tuple[dict[str, Any], list[Any]]]  # (spec, kind) -> (reply, blobs)
 # Compile flags: optimisation, the CPU's vector extensions, OpenMP, macros, standards and warnings. Nothing that names
 # a file or a program (-I, -include, -fplugin, -B, -specs, @file): the builder's view is small, but still.
-_CFLAG = re.compile(r"-O[0-3s]?|-Ofast|-march=native|-mtune=native|-fopenmp|-ffast-math|-funroll-loops|-fno-math-errno|"
-                    r"-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|-mavx512(f|bw|vl|dq|cd)|-mf16c|"
-                    r"-mbmi2?|-mpopcnt|-msse4(\.[12])?|-mssse3|-fno-strict-aliasing|-ftree-vectorize|-fopt-info-vec|"
-                    r"-fPIC|-pthread|-g|-g0|-DNDEBUG|-std=(c|gnu)\+\+(14|17|20)|-w|-W[a-z][a-z0-9-]*(=[0-9]+)?|"
+_CFLAG = re.compile(r"-O[0-3s]?|-Ofast|-march=[a-z0-9-]+|-mtune=[a-z0-9-]+|-fopenmp(-simd)?|-ffast-math|"
+                    r"-funroll-loops|-fno-math-errno|-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|"
+                    r"-mavx512[a-z0-9]+|-mf16c|-mbmi2?|-mpopcnt|-msse4(\.[12])?|-mssse3|-fno-strict-aliasing|"
+                    r"-ftree-vectorize|-fopt-info-vec|-fPIC|-pthread|-g|-g0|-std=(c|gnu)\+\+(14|17|20)|-w|"
+                    r"-W[a-z][a-z0-9-]*(=[0-9]+)?|"
                     r"-[DU][A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?")
 _LDFLAG = re.compile(r"-fopenmp|-lgomp|-lm|-lpthread|-pthread")
-ALLOWED_CFLAGS = ("-O0..-O3, -Ofast, -Os, -march=native, -mtune=native, -fopenmp, -ffast-math, -funroll-loops, "
-                  "-fno-math-errno, -fno-trapping-math, -ffp-contract=..., -mavx, -mavx2, -mfma, -mavx512f/bw/vl/dq/cd, "
+ALLOWED_CFLAGS = ("-O0..-O3, -Ofast, -Os, -march=<cpu>, -mtune=<cpu>, -fopenmp(-simd), -ffast-math, -funroll-loops, "
+                  "-fno-math-errno, -fno-trapping-math, -ffp-contract=..., -mavx, -mavx2, -mfma, -mavx512<part>, "
                   "-mf16c, -mbmi, -mbmi2, -mpopcnt, -msse4*, -fno-strict-aliasing, -ftree-vectorize, -fopt-info-vec, "
                   "-fPIC, -pthread, -g, -std=c++14|17|20 (or gnu++), -w, -W<warning>, -DNAME[=VALUE], -UNAME")
 ALLOWED_LDFLAGS = "-fopenmp, -lgomp, -lm, -lpthread, -pthread"
@@ -88,9 +89,10 @@ class CpuExtensionSpec:
         if changed:
             raise ValueError(f"the argument {changed[0]}={kwargs[changed[0]]!r} is not supported")
         try:
+            # Split at spaces, as load_inline's ninja file does ("-O3 -march=native" is two flags there too).
             spec = cls(str(name), _texts(cpp_sources), _functions(kwargs.get("functions")),
-                       tuple(f.strip() for f in _texts(kwargs.get("extra_cflags"))),
-                       tuple(f.strip() for f in _texts(kwargs.get("extra_ldflags"))),
+                       tuple(f for item in _texts(kwargs.get("extra_cflags")) for f in item.split()),
+                       tuple(f for item in _texts(kwargs.get("extra_ldflags")) for f in item.split()),
                        bool(kwargs.get("with_pytorch_error_handling", True)))
         except TypeError as exc:
             raise ValueError(f"its arguments have the wrong type ({exc})") from None

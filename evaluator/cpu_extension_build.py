@@ -105,7 +105,8 @@ def _sandbox_works() -> bool:
         return False
     with tempfile.TemporaryDirectory(prefix="opforge-cpu-ext-probe-") as d:
         work = Path(d)
-        (work / "probe.cpp").write_text("#include <Python.h>\n#include <c10/macros/Macros.h>\nint probe() { return 1; }\n")
+        probe = "#include <Python.h>\n#include <c10/macros/Macros.h>\nint probe() { return 1; }\n"
+        (work / "probe.cpp").write_text(probe)
         lines = [[cxx, "-fPIC", "-std=c++20", *(a for i in include_dirs() for a in ("-isystem", i)), "-c", "probe.cpp",
                   "-o", "probe.o"],
                  [cxx, "probe.o", "-shared", *(f"-L{i}" for i in library_dirs()), *LIBRARIES, "-o", "probe.so"]]

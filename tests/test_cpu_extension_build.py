@@ -54,6 +54,7 @@ def test_a_spec_keeps_allow_listed_flags_and_refuses_the_rest_in_one_sentence():
     base = _spec(functions=["f"], extra_cflags=["-O3", "-march=native", "-fopenmp", "-DBLOCK=64", "-Wall"],
                  extra_ldflags=["-fopenmp"], verbose=True, build_directory="/somewhere", use_pch=True)
     assert base.functions == (("f", "f"),) and base.extra_ldflags == ("-fopenmp",)
+    assert _spec(extra_cflags=["-O3 -march=native"]).extra_cflags == ("-O3", "-march=native")  # as ninja splits
     assert CpuExtensionSpec.from_json(base.to_json()) == base
     assert _spec(functions=["f"]).digest != base.digest  # flags are part of the key
     assert "#include <torch/extension.h>" in base.main_cpp() and 'm.def("f"' in base.main_cpp()
@@ -61,7 +62,7 @@ def test_a_spec_keeps_allow_listed_flags_and_refuses_the_rest_in_one_sentence():
         "extra_include_paths": _refusal(extra_include_paths=["/etc"]),
         "plugin": _refusal(extra_cflags=["-fplugin=/tmp/evil.so"]),
         "include": _refusal(extra_cflags=["-include/etc/shadow"]),
-        "search path": _refusal(extra_cflags=["-I/home/user"]),
+        "search path": _refusal(extra_cflags=["-O3 -I/home/user"]),
         "link path": _refusal(extra_ldflags=["-L/home/user", "-lfoo"]),
         "name": _refusal(name="ext -DX"),  # the name lands in -DTORCH_EXTENSION_NAME and a file name
         "docstring": _refusal(functions={"f": 'doc"); system("x'}),
