@@ -30,17 +30,23 @@ log = logging.getLogger(__name__)
 LIBRARIES = ("-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python")  # cpp_extension._prepare_ldflags, CPU, a module
 
 
-# Resolved: the sandbox binds the real folders, so a path through a symlink (a virtual environment linked into a
-# checkout, say) would not exist inside it.
+# torch 2.13's `cpp_extension.include_paths("cpu")` and `library_paths("cpu")`, found from torch's own folder: importing
+# cpp_extension (and setuptools with it) costs 0.4 s, which a cache hit in a fresh driver would otherwise pay. Resolved:
+# the sandbox binds the real folders, so a path through a symlink (a virtual environment linked into a checkout, say)
+# would not exist inside it.
+def _torch_dir() -> Path:
+    import torch
+    return Path(torch.__file__).resolve().parent
+
+
 def include_dirs() -> list[str]:
-    from torch.utils import cpp_extension
-    dirs = [*cpp_extension.include_paths("cpu"), sysconfig.get_path("include", scheme="posix_prefix")]
-    return [str(Path(d).resolve()) for d in dirs]
+    include = _torch_dir() / "include"
+    python = Path(sysconfig.get_path("include", scheme="posix_prefix")).resolve()
+    return [str(include), str(include / "torch" / "csrc" / "api" / "include"), str(python)]
 
 
 def library_dirs() -> list[str]:
-    from torch.utils import cpp_extension
-    return [str(Path(d).resolve()) for d in cpp_extension.library_paths("cpu")]
+    return [str(_torch_dir() / "lib")]
 
 
 def commands(spec: CpuExtensionSpec, cxx: str) -> list[list[str]]:

@@ -93,6 +93,8 @@ def test_the_key_holds_the_torch_version_the_compiler_and_the_recipe():
     compile_line, link_line = commands(_spec(extra_cflags=["-O2"]), "c++")
     assert compile_line[-5:] == ["-O2", "-c", "main.cpp", "-o", "main.o"]  # the candidate's flags after the defaults
     assert all(d == str(Path(d).resolve()) for d in include_dirs())  # real folders: the sandbox binds no symlinks
+    from torch.utils import cpp_extension  # the same folders as torch's own recipe, found without importing it
+    assert include_dirs()[:2] == [str(Path(d).resolve()) for d in cpp_extension.include_paths("cpu")]
     assert link_line[-2:] == ["-o", "ext.so"] and "-ltorch_python" in link_line
 
 
@@ -161,3 +163,11 @@ def test_a_flag_outside_the_allow_list_is_refused_before_any_compiler_runs(evalu
     assert result.reason.startswith("load_inline('opforge_test_broken_cpu') cannot be built by the evaluator: the "
                                     "compile flag '-fplugin=/tmp/evil.so' is not allowed"), result.reason
     assert len(evaluator.build_cache.compiles()) == before
+
+
+@pytest.mark.slow
+def test_the_ahead_of_time_build_stage_builds_cpu_extensions_into_the_same_cache(evaluator, cache_dir):
+    from evaluator.build_stage import prebuild
+    summaries = prebuild(load_task(TASK), load_candidate(HONEST), CFG, "check", str(cache_dir))
+    assert [(s["kind"], s["verdict"]) for s in summaries] == [("cpu_extension", "linked")], summaries
+    assert len(_compiles(evaluator.build_cache, "relu_cpu_ext")) == 1  # once in all, whichever test built it
