@@ -102,7 +102,6 @@ class BuildServer:
             blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
         return header, blobs
 
-
     def _answer_cpu(self, raw_spec: Any, timeout_s: float) -> tuple[Built, list[torch.Tensor]]:
         """A CPU load_inline extension: built once per digest by the sandboxed builder (`cpu_extension_build.py`),
         cached where the cache is on, and never sent back to a private build."""
