@@ -6,8 +6,8 @@ neighbours vary), so it is measured once per device and kept in the store (`Stor
 - copy bandwidth: the best of several OpenMP copies of `copy_bytes` (half read, half written, as STREAM's "Copy"
   counts), each timed as the evaluator times a kernel (`CallTimer`): its input pushed out of the caches first, the
   OpenMP pool asleep until the call wakes it (passive waiting), the timer's own cost taken off. `copy_bytes` is
-  64 MiB moved, about the median memory-bound built-in task's bytes; the output is written once before timing and reused,
-  so page faults (the allocator's cost, not the memory's) are not counted;
+  64 MiB moved, about the median memory-bound built-in task's bytes; the output is written once before timing and
+  reused, so page faults (the allocator's cost, not the memory's) are not counted;
 - peak FLOP/s: the best of several runs of a loop of independent vector FMAs (enough accumulators to cover the FMA
   latency, as wide as the compiler's `-march=native` vectors), two FLOPs per lane per FMA.
 
@@ -18,14 +18,15 @@ Why the copy is timed as a kernel is (until 2026-11-24 it was the best of seven 
 arrays, timed bare): every timed kernel pays a fixed cost per call that no kernel can avoid under the evaluator's
 rules (waking the sleeping pool and joining it, 0.09-0.22 ms on this loaded 2-core VM, against 0.7-1.5 ms for a
 memory-bound task's bytes), and it starts with cold caches after the eviction. A bare copy of 128 MiB back to back
-hid the fixed cost (the eviction alone changes little at that size), so it measured a bandwidth that a kernel of the
-tasks' size, timed by this evaluator, could not reach even when it ran as fast as a copy of its own bytes
-(docs/EVALUATOR.md, "Timing"; `scripts/bench_copy.py` times each difference). Best-of, not median: one quiet moment among the
-repeats is enough, where a median taken once at start-up on a loaded machine would be low, and a low bandwidth makes
-every kernel look closer to the bound than it is.
+hid the fixed cost (the eviction alone changes little at that size), so it measured a bandwidth that a kernel of
+the tasks' size, timed by this evaluator, could not reach even when it ran as fast as a copy of its own bytes
+(docs/EVALUATOR.md, "Timing"; `scripts/bench_copy.py` times each difference). Best-of, not median: one quiet moment
+among the repeats is enough, where a median taken once at start-up on a loaded machine would be low, and a low
+bandwidth makes every kernel look closer to the bound than it is.
 
-The copy uses ordinary stores, as the seeds do: the read-for-ownership of the destination happens but is not
-counted (STREAM's convention), exactly as a kernel's bound counts its output once. `copy_like` is the same copy sized
+The copy uses ordinary stores, as most seeds do: the read-for-ownership of the destination happens but is not
+counted (STREAM's convention), exactly as a kernel's bound counts its output once (a seed that streams a large
+output past the caches saves that read, and may pass 100% of this bound honestly). `copy_like` is the same copy sized
 to one task's bytes, for timing beside a kernel under the same load, threads and allocator state (a fresh output per
 call, as a seed allocates its result): a shared machine moves a best-of peak and a median kernel time apart.
 """
