@@ -33,7 +33,7 @@ EDGES = {
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],
-    # elementwise: short tails, and outputs just past the streaming threshold (16 MiB) with a tail of every kind
+    # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
     "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
     "silu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
     "hardswish": [{"BATCH": 1, "CHANNELS": 1, "HEIGHT": 1, "WIDTH": 7},
