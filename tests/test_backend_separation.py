@@ -9,6 +9,7 @@ import dataclasses
 from store_fixtures import CPU, db_url, make_task, ok_result, pg_url, sqlite_url, store  # noqa: F401 - fixtures
 
 from evaluator.candidate import Candidate
+from evaluator.result import Status
 from opforge.run import archive
 from store import Store
 
@@ -125,3 +126,39 @@ def test_the_dataset_tells_cpu_kernels_from_gpu_ones_and_reads_version_1(store, 
     (read,) = dataset.read_records(path)
     assert read["backend"] is None and read["best_device"] is None and read["evaluations"][0]["backend"] is None
     assert dataset.import_records(store, [read]).known == 1  # the same kernel: already in the store
+
+
+def test_the_leaderboard_counts_a_runs_confirmed_best_not_its_lucky_verdict(store):  # noqa: F811
+    """A bench's run whose search measured one kernel at 3.0x once, and whose re-measurements put it at 1.1x, scores
+    the kernel the run reports (1.4x, confirmed), as `optimize` and the run report do; a kernel whose re-measurement
+    came back wrong counts only where nothing else is correct."""
+    from opforge.reports.leaderboard import leaderboard, reported_best
+
+    task = store.add_task(make_task())
+    bench = store.create_bench("tiny", "tune", {"backend": "cpp"})
+    run = store.create_run(task.id, {}, {}, bench_id=bench.id)
+    lucky = _kernel(store, run.id, task.id, "lucky", 3.0, "cpp")
+    steady = _kernel(store, run.id, task.id, "steady", 1.5, "cpp")
+    for cid, figures in ((lucky, (1.0, 1.2, 1.1)), (steady, (1.4, 1.5, 1.3))):
+        for figure in figures:
+            store.add_confirmation(run.id, cid, ok_result(figure, device=CPU))
+    [row] = leaderboard(store, "tiny")
+    assert row.tasks[0].raw_speedup is not None and abs(row.tasks[0].raw_speedup - 1.4) < 1e-9
+
+    verdicts = {cid: dataclasses.replace(ok_result(s, device=CPU), backend="cpp")
+                for cid, s in ((1, 3.0), (2, 1.5), (3, 1.2))}
+    wrong = dataclasses.replace(ok_result(1.0, device=CPU), status=Status.INCORRECT)
+    failed_first = [_record(1, wrong)]
+    assert reported_best(verdicts, failed_first).speedup == 1.5  # unconfirmed beats a kernel found wrong on a re-run
+    assert reported_best({1: verdicts[1]}, failed_first).speedup == 3.0  # ... which is kept when it is all there is
+    assert reported_best(verdicts, []).speedup == 3.0  # no confirmation: the fastest verdict, as before
+
+
+def _record(candidate_id: int, result):
+    from datetime import datetime
+
+    from store import ConfirmationRecord
+
+    ref, cand = result.reference_ms, result.candidate_ms
+    return ConfirmationRecord(0, 0, candidate_id, "cpu", result.status, result.reason, ref.median_ms, cand.median_ms,
+                              result.speedup, datetime.now())

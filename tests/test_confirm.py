@@ -17,7 +17,8 @@ from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_cand
 from evaluator.result import DeviceInfo, Timing
 from opforge.reports.run_summary import run_report
 from opforge.run.config import RunConfig
-from opforge.run.confirm import Confirmation, ConfirmPolicy, confirmation_owed
+from opforge.run.launch import search_for_run
+from opforge.run.confirm import Confirmation, ConfirmPolicy, confirmation_owed, reserve_s
 from opforge.run.population import Member
 from opforge.run.progress import ProgressPrinter
 from opforge.run.proposals import Proposing
@@ -179,3 +180,67 @@ def test_re_measurements_that_disagree_are_called_out(setup):
     assert by_id[noisy].speedup == pytest.approx(1.25) and "differ by 42%" in report.confirmation_text(by_id[noisy])
     assert "differ" not in report.confirmation_text(by_id[steady])
     assert report.winner is not None and report.winner.candidate_id == noisy
+
+
+class FakeClock:
+    """Seconds that pass only when a verdict is read: each evaluation takes `eval_s`, one at a time."""
+
+    def __init__(self, eval_s: float) -> None:
+        self.now_s, self.eval_s = 0.0, eval_s
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+class SlowVerdicts(ScriptedRunner):
+    """ScriptedRunner's verdicts, each costing the fake clock `eval_s` when it is read; one evaluation at a time."""
+
+    capacity = 1
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(lucky=-1)
+        self.clock = clock
+
+    def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]:
+        done = super().submit(task, candidate, cfg)
+        clock = self.clock
+
+        class Timed(Future):  # type: ignore[type-arg]
+            def result(self, timeout: float | None = None) -> EvalResult:
+                clock.now_s += clock.eval_s
+                return done.result()
+
+        future = Timed()
+        future.set_result(done.result())
+        return future
+
+
+def test_a_time_limit_leaves_room_for_the_confirmation(setup):
+    """10 s evaluations, one at a time, a 200 s limit, 2 kernels x 3 re-measurements: the search stops 60 s early
+    so that the confirmation ends near the limit; before, the search took the whole limit and the confirmation
+    came on top (280 s)."""
+    store, task, seed = setup
+    run = start_run(store, task, seed, RunConfig(), Budget(100, time_limit_s=200.0))
+    clock = FakeClock(eval_s=10.0)
+    outcome = _search(store, task, run.id, SlowVerdicts(clock), policy=ConfirmPolicy(2, 3), clock=clock).run()
+    assert outcome.status == RunStatus.DONE and outcome.confirmed
+    assert "keeping 60 s of it to confirm the best" in outcome.stop_reason
+    assert len(store.confirmations(run.id)) == 6
+    assert 190.0 <= clock.now_s <= 220.0  # the search's last evaluations in flight may end past its stop
+
+
+def test_the_reserve_is_the_confirmations_waves_at_most_half_the_limit():
+    policy = ConfirmPolicy(top_n=2, repeats=3)
+    assert reserve_s(policy, capacity=2, walls_s=[4.0, 5.0, 100.0], time_limit_s=600.0) == 15.0  # 3 waves x median
+    assert reserve_s(policy, capacity=2, walls_s=[], time_limit_s=600.0) == 0.0  # nothing measured yet
+    assert reserve_s(ConfirmPolicy(0, 0), capacity=2, walls_s=[5.0], time_limit_s=600.0) == 0.0
+    assert reserve_s(policy, capacity=1, walls_s=[50.0], time_limit_s=100.0) == 50.0  # 300 s wanted, half the limit
+
+
+def test_confirm_zero_reports_the_searchs_own_figures(setup):
+    store, task, seed = setup
+    run = start_run(store, task, seed, RunConfig(confirm_repeats=0), Budget(3))
+    outcome = search_for_run(store, store.get_run(run.id), task, ScriptedRunner(lucky=1)).run()
+    assert outcome.status == RunStatus.DONE and not outcome.confirmed
+    assert store.confirmations(run.id) == []
+    assert outcome.best is not None and outcome.best.speedup == pytest.approx(LUCKY)  # the lucky figure, unconfirmed

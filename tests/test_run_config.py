@@ -86,7 +86,7 @@ def _task_dir(tmp_path: Path, *, triton_seed: bool, native_seed: bool) -> Path:
 
 def test_run_config_round_trips_through_json() -> None:
     config = RunConfig(coder="llm", backend="cuda", eval=EvalConfig(max_timing_s=0.5, trials=2), islands=3, seed=7,
-                       llm=LLMSettings(model="m", judge_model="j", base_url="http://x",
+                       confirm_top=1, confirm_repeats=5, llm=LLMSettings(model="m", judge_model="j", base_url="http://x",
                                        prices=MappingProxyType({"m": (1.0, 2.0)})))
     assert RunConfig.from_json(config.to_json()) == config
     assert RunConfig.from_json(config.with_archive({"enabled": True, "seeds": []}).to_json()).archive == {
@@ -115,6 +115,7 @@ def test_an_older_stores_configuration_still_reads() -> None:
     assert config.backend == "cuda" and config.llm is not None and config.llm.model == "m"
     tune = RunConfig.from_json({"coder": "tune", "eval": {}, "islands": 2, "seed": 0})
     assert tune.backend == "triton" and tune.archive == {"enabled": False}
+    assert (tune.confirm_top, tune.confirm_repeats) == (2, 3)  # what runs before `--confirm` were confirmed with
 
 
 def test_auto_backend_is_triton_with_a_gpu_and_native_without() -> None:
@@ -169,6 +170,10 @@ def test_numbers_are_checked_once_and_named_as_the_asker_calls_them(tmp_path: Pa
         plan_run(RunRequest(task=str(task), budget=0), FORM_NAMES)
     with pytest.raises(UsageError, match="^timing_s must be a positive number of seconds, not -1.0.$"):
         plan_run(RunRequest(task=str(task), timing_s=-1.0), FORM_NAMES)
+    with pytest.raises(UsageError, match="^--confirm must be 0 or more re-measurements, not -1.$"):
+        plan_run(RunRequest(task=str(task), confirm=-1))
+    assert plan_run(RunRequest(task=str(task), confirm=0)).config.confirm_repeats == 0
+    assert plan_run(RunRequest(task=str(task))).config.confirm_repeats == 3
 
 
 def test_the_tuner_finds_defines_in_a_c_source_inside_a_python_string() -> None:

@@ -2,7 +2,9 @@
 
 One row per (agent configuration, device, backend) from the newest bench of that triple on the suite: native CPU
 kernels (`cpp`) and GPU kernels (`triton`, `cuda`) never share a row, nor replace each other's. For every task the bench
-attempted, its run's fastest correct kernel counts:
+attempted, its run's best kernel counts, as the run reports it: where the run confirmed its fastest kernels
+(opforge/run/confirm.py), the best confirmed one at its median re-measurement, never a single lucky verdict; a
+kernel whose re-measurement came back wrong counts only if nothing else is correct; else the fastest correct verdict:
 
 - correctness rate: tasks with a correct kernel / tasks attempted;
 - fast_p (KernelBench's definition): the fraction of all attempted tasks whose kernel is correct and more than p times
@@ -19,16 +21,17 @@ attempted, its run's fastest correct kernel counts:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents.cpu_facts import measured_cpu_roofline
-from evaluator.result import EvalResult, Status
+from evaluator.result import EvalResult, Status, Timing
 from evaluator.task_work import TaskWork
 from opforge.reports.roofline import floor_ms, fraction, task_work_of
-from store import BenchRecord, Store
+from store import BenchRecord, ConfirmationRecord, Store
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 
@@ -115,6 +118,32 @@ def _score(task: str, run_id: int, best: EvalResult | None, bound_ms: float | No
                      roofline_fraction=fraction(bound_ms, t), backend=best.backend)
 
 
+def reported_best(verdicts: dict[int, EvalResult], confirmations: Sequence[ConfirmationRecord]
+                  ) -> EvalResult | None:
+    """A run's best as it reports it (see the module's notes), per candidate id: a confirmed kernel's verdict carries
+    the timings of its median re-measurement (the lower middle one for an even count), so its speedup, time and
+    roofline fraction are those of a re-measurement, not of the search's pick."""
+    correct = {cid: r for cid, r in verdicts.items() if r.status == Status.OK and r.speedup is not None}
+    remeasured: dict[int, list[ConfirmationRecord]] = {}
+    for rec in confirmations:
+        remeasured.setdefault(rec.candidate_id, []).append(rec)
+    confirmed: list[EvalResult] = []
+    for cid, recs in remeasured.items():
+        ok = sorted((r for r in recs if r.status == Status.OK and r.speedup and r.reference_ms and r.candidate_ms),
+                    key=lambda r: r.speedup or 0.0)
+        if cid in correct and ok and len(ok) == len(recs):
+            mid = ok[(len(ok) - 1) // 2]
+            assert mid.reference_ms is not None and mid.candidate_ms is not None
+            confirmed.append(dataclasses.replace(correct[cid], reference_ms=Timing(mid.reference_ms, 0.0, len(ok)),
+                                                 candidate_ms=Timing(mid.candidate_ms, 0.0, len(ok))))
+    unconfirmed = [r for cid, r in correct.items() if cid not in remeasured]
+    failed = [r for cid, r in correct.items() if cid in remeasured]
+    for pool in (confirmed, unconfirmed, failed):
+        if pool:
+            return max(pool, key=lambda r: r.speedup or 0.0)
+    return None
+
+
 def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
     """Score one bench: each task's best correct kernel, then the suite-level figures."""
     scored: list[tuple[str, int, EvalResult | None, TaskWork | None]] = []
@@ -123,10 +152,9 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
     tokens = 0
     for run in store.bench_runs(bench.id):
         task = store.get_task(run.task_id)
-        history = [sc.result for sc in store.history(run.id) if sc.result is not None]
-        results += history
-        correct = [r for r in history if r.status == Status.OK and r.speedup is not None]
-        best = max(correct, key=lambda r: r.speedup or 0.0, default=None)
+        verdicts = {sc.candidate.id: sc.result for sc in store.history(run.id) if sc.result is not None}
+        results += verdicts.values()
+        best = reported_best(verdicts, store.confirmations(run.id))
         work = task_work_of(task)
         scored.append((task.name, run.id, best, work))
         usd += run.cost_usd

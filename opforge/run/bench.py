@@ -24,7 +24,7 @@ from opforge.display import format_speedup
 from opforge.run.bench_config import BenchConfig
 from opforge.run.config import RunConfigError, resolve_backend
 from opforge.run.confirm import confirmation_owed
-from opforge.run.launch import CONFIRM, search_for_run
+from opforge.run.launch import confirm_policy, run_config, search_for_run
 from opforge.run.peaks import ensure_cpu_peaks
 from opforge.run.plan import builtin_seed
 from opforge.run.search import Budget, Progress, SearchError, ensure_task_work, start_run
@@ -181,7 +181,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
             if run is None:
                 run = _start(store, bench, config, task, t.path)
             state.run_id = run.id
-            owed = confirmation_owed(store, run.id, CONFIRM)  # stopped while re-measuring its fastest
+            owed = confirmation_owed(store, run.id, confirm_policy(run_config(run)))  # stopped while re-measuring its fastest
             if run.status in FINISHED or (run.evaluated >= state.budget and not owed):
                 state.status, state.done = run.status.value, run.evaluated
                 state.best = store.run_totals(run.id).best_speedup

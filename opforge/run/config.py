@@ -80,12 +80,17 @@ class RunConfig:
     seed: int = 0                           # the search's random seed (the starting kernel is the "seed kernel")
     llm: LLMSettings | None = None
     archive: Mapping[str, Any] = field(default_factory=lambda: _NO_ARCHIVE)  # what start_run took from earlier runs
+    confirm_top: int = 2                    # the fastest kernels re-measured once the search is over (run/confirm.py)
+    confirm_repeats: int = 3                # re-measurements of each (0: the run reports the search's own figures)
 
     def __post_init__(self) -> None:
         if self.coder not in CODERS:
             raise RunConfigError(f"unknown coder {self.coder!r}; use one of {', '.join(CODERS)}")
         if self.backend not in BACKENDS:
             raise RunConfigError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if self.confirm_top < 0 or self.confirm_repeats < 0:
+            raise RunConfigError(f"a confirmation needs 0 or more kernels and re-measurements, not "
+                                 f"{self.confirm_top} and {self.confirm_repeats}")
         if self.coder == "llm" and self.llm is None:
             raise RunConfigError("the LLM coder needs its settings (model, endpoint)")
         if self.coder == "llm" and self.backend not in LLM_BACKENDS:
@@ -97,7 +102,8 @@ class RunConfig:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"coder": self.coder, "backend": self.backend, "eval": asdict(self.eval),
-                               "islands": self.islands, "seed": self.seed, "archive": dict(self.archive)}
+                               "islands": self.islands, "seed": self.seed, "archive": dict(self.archive),
+                               "confirm_top": self.confirm_top, "confirm_repeats": self.confirm_repeats}
         if self.llm is not None:
             out["llm"] = self.llm.to_json()
         return out
@@ -106,7 +112,8 @@ class RunConfig:
     def from_json(data: Mapping[str, Any], where: str = "the run") -> "RunConfig":
         """The stored configuration, typed. `where` names it in errors ("run 12"). Older stores wrote no `backend`
         (their kernels were Triton unless the LLM settings said cuda) and no `archive` for runs started before the
-        archive existed; both read as they meant."""
+        archive existed; both read as they meant. Runs started before confirmation was configurable read with its
+        defaults, which is what they ran with."""
         values = dict(data)
         _check_keys(values, {f.name for f in fields(RunConfig)}, where)
         llm = values.get("llm")

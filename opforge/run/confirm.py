@@ -16,6 +16,8 @@ store record (store/confirmations.py), so nothing is lost and a resumed run re-m
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,6 +44,18 @@ class ConfirmPolicy:
 
 
 NO_CONFIRMATION = ConfirmPolicy(0, 0)
+MAX_RESERVE_SHARE = 0.5  # a time limit keeps at most this share of itself for the confirmation
+
+
+def reserve_s(policy: ConfirmPolicy, capacity: int, walls_s: Sequence[float], time_limit_s: float) -> float:
+    """How long before a run's time limit the search stops, so that the confirmation fits inside the limit: the
+    re-measurements run `capacity` at a time, each about as long as this invocation's median evaluation so far
+    (0 before the first, or without confirmation), and never more than half the limit (a limit shorter than the
+    confirmation itself still lets the search take half of it; the confirmation then runs past the limit)."""
+    if not policy.enabled or not walls_s:
+        return 0.0
+    waves = math.ceil(policy.top_n * policy.repeats / max(1, capacity))
+    return min(waves * statistics.median(walls_s), MAX_RESERVE_SHARE * time_limit_s)
 
 
 def finalists(members: Iterable[Member], top_n: int) -> list[Member]:

@@ -17,7 +17,9 @@ from opforge.run.strategy import StrategyConfig
 from store import RunRecord, Store
 
 
-CONFIRM = ConfirmPolicy()  # every run re-measures its fastest kernels before it reports its best (confirm.py)
+def confirm_policy(config: RunConfig) -> ConfirmPolicy:
+    """How the run re-measures its fastest kernels before it reports its best (confirm.py), as it was started."""
+    return ConfirmPolicy(config.confirm_top, config.confirm_repeats)
 
 
 def run_config(run: RunRecord) -> RunConfig:
@@ -32,8 +34,8 @@ def search_for_run(store: Store, run: RunRecord, task: Task, runner: Runner, *, 
     """The search that continues `run` where the store left it. `budget` replaces the stored one for this invocation
     (`optimize --resume --time-limit-s`); `llm_base_url` points the LLM agents at another endpoint (a worker's own).
     The strategy's random seed moves on with each evaluation recorded, so a resumed run does not replay its draws.
-    Once the search is over, the run's fastest kernels are re-measured (`CONFIRM`) and the best it reports is the
-    best confirmed figure."""
+    Once the search is over, the run's fastest kernels are re-measured (`confirm_policy`) and the best it reports is
+    the best confirmed figure."""
     config = run_config(run)
     proposing = make_proposer(store, run, config, llm_base_url=llm_base_url, on_call=on_call)
     settings = SearchSettings(
@@ -41,6 +43,6 @@ def search_for_run(store: Store, run: RunRecord, task: Task, runner: Runner, *, 
         budget=budget or Budget.from_json(run.budget),
         strategy=StrategyConfig(n_islands=config.islands, seed=config.seed + run.evaluated),
         archive_inspirations=tuple(archive.inspirations_of(store, config.archive)),
-        confirm=CONFIRM,
+        confirm=confirm_policy(config),
     )
     return Search(store, run.id, task, proposing, runner, settings, on_progress=on_progress, should_stop=should_stop)

@@ -7,7 +7,7 @@ import ast
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_ava
     eval_cfg = EvalConfig(max_timing_s=request.timing_s or DEFAULT_TIMING_S)
     config = RunConfig(coder=coder, backend=backend, eval=eval_cfg, islands=request.islands, seed=request.seed,
                        llm=llm)
+    if request.confirm is not None:
+        config = replace(config, confirm_repeats=request.confirm)
     budget = Budget(request.budget or DEFAULT_BUDGET, request.time_limit_s, request.worker_s,
                     request.llm.max_usd, request.llm.max_tokens)
     return RunPlan(task, seed, config, budget, request.use_archive, note=backend_note(backend, cuda))

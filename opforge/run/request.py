@@ -44,6 +44,7 @@ class RunRequest:
     islands: int = 2
     seed: int = 0                        # the search's random seed
     use_archive: bool = True
+    confirm: int | None = None           # re-measurements of each of the fastest kernels (None: the default, 3)
     llm: LLMRequest = field(default_factory=LLMRequest)
 
 
@@ -54,7 +55,7 @@ CLI_NAMES: Mapping[str, str] = {
     "max_usd": "--max-usd", "max_tokens": "--max-tokens", "concurrency": "--llm-concurrency",
     "timeout_s": "--llm-timeout-s", "tune_per_request": "--tune-per-request", "prices": "--prices FILE",
     "base_url": "--llm-base-url URL", "from_scratch": "--from-scratch", "backend": "--backend",
-    "coder": "--coder",
+    "coder": "--coder", "confirm": "--confirm",
 }
 
 
@@ -75,6 +76,8 @@ def check_request(request: RunRequest, names: Mapping[str, str] = CLI_NAMES) -> 
     positive_whole(request.islands, name("islands"))
     for key in ("timing_s", "time_limit_s", "worker_s"):
         positive_seconds(getattr(request, key), name(key))
+    if request.confirm is not None and request.confirm < 0:
+        raise UsageError(f"{name('confirm')} must be 0 or more re-measurements, not {request.confirm}.")
     llm = request.llm
     positive_whole(llm.concurrency, name("concurrency"))
     positive_whole(llm.max_tokens, name("max_tokens"))

@@ -28,7 +28,7 @@ from evaluator.task import Task
 from evaluator.task_work import task_work
 from opforge.run import archive
 from opforge.run.config import RunConfig
-from opforge.run.confirm import NO_CONFIRMATION, Confirmation, ConfirmPolicy
+from opforge.run.confirm import NO_CONFIRMATION, Confirmation, ConfirmPolicy, reserve_s
 from opforge.run.population import Member, member_from_result, member_from_scored
 from opforge.run.proposals import Proposal, ProposalThread, Proposing
 from opforge.run.strategy import EvolutionStrategy, StrategyConfig
@@ -159,9 +159,11 @@ class SearchSettings:
 class Search:
     def __init__(self, store: Store, run_id: int, task: Task, proposing: Proposing, runner: Runner,
                  settings: SearchSettings, on_progress: Callable[[Progress], None] | None = None,
-                 should_stop: Callable[[], str | None] | None = None) -> None:
+                 should_stop: Callable[[], str | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """`should_stop`: asked at every turn of the loop (keep it cheap), a reason to stop cleanly (no new work, the
-        evaluations in flight recorded) and mark the run interrupted, e.g. its job was cancelled."""
+        evaluations in flight recorded) and mark the run interrupted, e.g. its job was cancelled. `clock`: seconds,
+        for the time limit and the evaluations' walls (a test drives it)."""
         self.store, self.run_id, self.task, self.runner = store, run_id, task, runner
         self.proposer, self.oversample = proposing.proposer, proposing.oversample
         self.spend, self.extra_per_request = proposing.spend, proposing.extra_per_request
@@ -175,7 +177,9 @@ class Search:
         self.done = self.queued = 0
         self.worker_s = 0.0
         self.inflight: dict[Future[EvalResult], tuple[CandidateRecord, int, float]] = {}
-        self._started = self._wall_mark = time.monotonic()
+        self._clock = clock
+        self._walls_s: list[float] = []  # this invocation's evaluations, submit to verdict
+        self._started = self._wall_mark = clock()
 
     # -- set-up from the store ------------------------------------------------------------------------------------
     def _rebuild(self) -> EvolutionStrategy:
@@ -198,7 +202,7 @@ class Search:
 
     # -- the loop -------------------------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
-        self._started = self._wall_mark = time.monotonic()
+        self._started = self._wall_mark = self._clock()
         strategy = self._rebuild()
         self.store.set_run_status(self.run_id, RunStatus.RUNNING)
         proposals = ProposalThread(self.proposer, self.task, self.oversample, self.archive_inspirations)
@@ -278,11 +282,11 @@ class Search:
             while owed and len(inflight) < self.runner.capacity:
                 member = owed.pop(0)
                 future = self.runner.submit(self.task, member.candidate, self.eval_cfg)
-                inflight[future] = (member, time.monotonic())
+                inflight[future] = (member, self._clock())
             wait(set(inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
             for future in [f for f in inflight if f.done()]:
                 member, started = inflight.pop(future)
-                elapsed_s = time.monotonic() - started
+                elapsed_s = self._clock() - started
                 assert member.candidate_id is not None
                 record = self.store.add_confirmation(self.run_id, member.candidate_id, future.result(),
                                                      worker_s=elapsed_s)
@@ -299,8 +303,12 @@ class Search:
         b = self.budget
         if self.done >= b.max_candidates:
             return f"reached the budget of {b.max_candidates} candidates"
-        if b.time_limit_s is not None and time.monotonic() - self._started >= b.time_limit_s:
-            return f"reached the time limit of {b.time_limit_s:g} s"
+        if b.time_limit_s is not None:
+            # The limit covers the confirmation that follows the search: the search stops that much earlier.
+            keep_s = reserve_s(self.confirm_policy, self.runner.capacity, self._walls_s, b.time_limit_s)
+            if self._clock() - self._started >= b.time_limit_s - keep_s:
+                kept = f" (keeping {keep_s:.0f} s of it to confirm the best)" if keep_s else ""
+                return f"reached the time limit of {b.time_limit_s:g} s{kept}"
         if b.worker_s is not None and self.worker_s >= b.worker_s:
             return f"reached the evaluation-time budget of {b.worker_s:g} s"
         if self.spend is not None:
@@ -320,12 +328,13 @@ class Search:
         self.queued = max(0, self.queued - len(claimed)) if len(claimed) == free else 0
         for record in claimed:
             future = self.runner.submit(self.task, record.candidate, self.eval_cfg)
-            self.inflight[future] = (record, record.island, time.monotonic())
+            self.inflight[future] = (record, record.island, self._clock())
 
     def _record_result(self, future: Future[EvalResult], strategy: EvolutionStrategy) -> None:
         record, island, started = self.inflight.pop(future)
         result = future.result()  # a TaskError (the task is unusable) stops the run
-        elapsed_s = time.monotonic() - started
+        elapsed_s = self._clock() - started
+        self._walls_s.append(elapsed_s)
         evaluation = self.store.add_result(record.id, self.run_id, result, worker_s=elapsed_s)
         self.done += 1
         self.worker_s += elapsed_s
@@ -338,7 +347,7 @@ class Search:
         self._report("result", strategy, member)
 
     def _note_wall_time(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         self.store.add_wall_time(self.run_id, now - self._wall_mark)
         self._wall_mark = now
 
@@ -374,5 +383,5 @@ class Search:
         self.on_progress(Progress(
             run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
             in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
-            by_status=dict(self.by_status), worker_s=self.worker_s, elapsed_s=time.monotonic() - self._started, last=last,
+            by_status=dict(self.by_status), worker_s=self.worker_s, elapsed_s=self._clock() - self._started, last=last,
             usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens))

@@ -16,7 +16,7 @@ from opforge.errors import UsageError
 from opforge.reports.run_summary import member_json, run_done, run_report
 from opforge.run.config import RunConfigError
 from opforge.run.confirm import confirmation_owed
-from opforge.run.launch import CONFIRM, run_config, search_for_run
+from opforge.run.launch import confirm_policy, run_config, search_for_run
 from opforge.run.plan import backend_note, plan_run
 from opforge.run.progress import ProgressPrinter
 from opforge.run.request import positive_whole
@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
             if done < limit:
                 print(f"opforge: resuming run {run_record.id} on {task.name}: {done} of {limit} candidates evaluated",
                       file=sys.stderr, flush=True)
-            if done >= limit and not confirmation_owed(store, run_record.id, CONFIRM):  # no workers to start
+            owed = confirmation_owed(store, run_record.id, confirm_policy(run_config(run_record)))
+            if done >= limit and not owed:  # no workers to start
                 outcome = RunOutcome(run_record.id, run_record.status, done,
                                      f"run {run_record.id} had already reached its budget of {limit} candidates", None)
                 _print_summary(store, outcome, args)
