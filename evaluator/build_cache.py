@@ -4,7 +4,8 @@ Layout (`root` is `cache_root()`):
 
     root/v1/entries/<key[:2]>/<key>/record.json   the verdict: compiled | linked | compile_error, the compiler log,
                                                   the toolchain, when and where it was built
-    root/v1/entries/<key[:2]>/<key>/<name>.so     the extension, for a linked build (a GPU machine's torch)
+    root/v1/entries/<key[:2]>/<key>/<name>.so     the extension, for a linked build (a GPU machine's torch, or a
+                                                  CPU-only load_inline call: mode `cpu`, cpu_extension_build.py)
     root/v1/compiles.log                          one JSON line each time a compiler actually ran
     root/v1/locks/<key>.lock                      flock: one build per key at a time, across processes
     root/v1/tmp/                                  staging; an entry appears by an atomic rename
@@ -29,11 +30,12 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
 from evaluator import builder, cuda_build
+from evaluator.cpu_extension import CpuExtensionSpec
 from evaluator.cuda_build import BuildSpec
 from evaluator.native_build import key_lock
 
@@ -42,6 +44,7 @@ CACHE_ENV = "OPFORGE_CUDA_BUILD_CACHE"
 DISABLED = ("off", "none", "0", "false")
 STORED = ("compiled", "linked", "compile_error")
 log = logging.getLogger(__name__)
+AnySpec = BuildSpec | CpuExtensionSpec  # a CUDA load_inline call, or a CPU one (mode `cpu`: cpu_extension_build.py)
 
 
 def cache_root(location: str | os.PathLike[str] | None = None) -> Path | None:
@@ -81,7 +84,7 @@ def toolchain(mode: str, archs: str | None = None) -> dict[str, Any] | None:
             "cxx": f"{cxx} {_version(cxx, False)}", "archs": archs or cuda_build.default_archs()}
 
 
-def entry_key(spec: BuildSpec, tc: dict[str, Any]) -> str:
+def entry_key(spec: AnySpec, tc: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps({"spec": spec.digest, "toolchain": tc}, sort_keys=True).encode()).hexdigest()
 
 
@@ -153,7 +156,7 @@ class BuildCache:
                 out.append(json.loads(line))
         return out
 
-    def get_or_build(self, spec: BuildSpec, tc: dict[str, Any], *, isolation: str, timeout_s: float,
+    def get_or_build(self, spec: AnySpec, tc: dict[str, Any], *, isolation: str, timeout_s: float,
                      context: str) -> Verdict:
         """The cached verdict, or a fresh build by the sandboxed builder (stored unless it timed out)."""
         key = entry_key(spec, tc)
@@ -179,13 +182,13 @@ class BuildCache:
     def _lock(self, key: str, deadline: float) -> contextlib.AbstractContextManager[bool]:
         return key_lock(self.base / "locks" / f"{key}.lock", deadline, poll_s=0.2)
 
-    def _note(self, key: str, spec: BuildSpec, verdict: Verdict, context: str, started: float, finished: float) -> None:
+    def _note(self, key: str, spec: AnySpec, verdict: Verdict, context: str, started: float, finished: float) -> None:
         line = json.dumps({"key": key, "name": spec.name, "verdict": verdict.status, "context": context,
                            "pid": os.getpid(), "started": started, "finished": finished})
         with open(self.base / "compiles.log", "a") as f:
             f.write(line + "\n")
 
-    def _store(self, key: str, spec: BuildSpec, tc: dict[str, Any], verdict: Verdict, context: str, started: float,
+    def _store(self, key: str, spec: AnySpec, tc: dict[str, Any], verdict: Verdict, context: str, started: float,
                finished: float) -> Verdict:
         staging = Path(tempfile.mkdtemp(prefix="entry-", dir=self.base / "tmp"))
         record: dict[str, Any] = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
@@ -208,7 +211,17 @@ class BuildCache:
 
 
 # -- building ----------------------------------------------------------------------------------------------------------
-def _build(spec: BuildSpec, tc: dict[str, Any], key: str, work: Path, isolation: str, timeout_s: float) -> Verdict:
+def build_uncached(spec: AnySpec, tc: dict[str, Any], *, isolation: str, timeout_s: float) -> tuple[Verdict, bytes]:
+    """One build where the cache is switched off: its verdict and the extension's bytes (linked builds)."""
+    with tempfile.TemporaryDirectory(prefix="opforge-build-") as work:
+        verdict = _build(spec, tc, entry_key(spec, tc), Path(work), isolation, timeout_s)
+        data = verdict.artifact.read_bytes() if verdict.artifact is not None else b""
+    return replace(verdict, artifact=None), data
+
+
+def _build(spec: AnySpec, tc: dict[str, Any], key: str, work: Path, isolation: str, timeout_s: float) -> Verdict:
+    if isinstance(spec, CpuExtensionSpec):
+        return _build_cpu(spec, key, work, isolation, timeout_s)
     prefix = builder.builder_prefix(work, isolation, tc["mode"])
     if prefix is None:
         return Verdict("unavailable", key, "the sandboxed CUDA builder does not work here")
@@ -225,4 +238,20 @@ def _build(spec: BuildSpec, tc: dict[str, Any], key: str, work: Path, isolation:
         return Verdict("timeout", key, str(exc))
     except (builder.BuilderFailed, OSError) as exc:
         log.warning("the CUDA builder failed: %s", exc)
+        return Verdict("unavailable", key, str(exc))
+
+
+def _build_cpu(spec: CpuExtensionSpec, key: str, work: Path, isolation: str, timeout_s: float) -> Verdict:
+    from evaluator import cpu_extension_build
+    prefix = cpu_extension_build.sandbox_prefix(work, isolation)
+    if prefix is None:
+        return Verdict("unavailable", key, "the sandboxed C++ builder does not work here")
+    try:
+        return Verdict("linked", key, "", cpu_extension_build.build(spec, work, timeout_s, prefix))
+    except cuda_build.CompileFailed as exc:
+        return Verdict("compile_error", key, str(exc))
+    except builder.BuildTimeout as exc:
+        return Verdict("timeout", key, str(exc))
+    except (builder.BuilderFailed, OSError) as exc:
+        log.warning("the C++ extension builder failed: %s", exc)
         return Verdict("unavailable", key, str(exc))

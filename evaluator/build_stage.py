@@ -14,7 +14,9 @@ Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluat
    the import goes on, so every load_inline call of the candidate is built and cached before an evaluation starts.
 
 `load_c` (native C/C++ kernels, `native.py`) goes the same way with `"kind": "native"` in step 2: the driver's
-`NativeServer` (`native_stage.py`) builds it into the native build cache and replies with the library's bytes.
+`NativeServer` (`native_stage.py`) builds it into the native build cache and replies with the library's bytes. A
+CPU-only `load_inline` call goes with `"kind": "cpu_extension"` (`cpu_extension.py`): built into this cache (mode
+`cpu`, `cpu_extension_build.py`) whether or not there is a GPU, the `.so` bytes sent back, never a private build.
 
 Untrusted Python never writes the cache: it sends only a spec (validated, size-limited, flags from an allow-list),
 and the builder runs no Python of the candidate's, only the compilers.
@@ -31,8 +33,8 @@ from typing import Any
 
 import torch
 
-from evaluator import policy
-from evaluator.build_cache import BuildCache, Verdict, toolchain
+from evaluator import cpu_extension, cpu_extension_build, policy
+from evaluator.build_cache import BuildCache, Verdict, build_uncached, toolchain
 from evaluator.candidate import Candidate
 from evaluator.commands import Built, Load
 from evaluator.config import EvalConfig
@@ -66,6 +68,7 @@ class BuildServer:
         self.cache, self.mode, self.isolation, self.context = cache, mode, isolation, context
         self.collecting, self.archs = collecting, archs
         self.verdicts: list[Verdict] = []
+        self.cpu_verdicts: list[Verdict] = []  # CPU load_inline extensions (kind cpu_extension)
         self.native = NativeServer(isolation, context, collecting)  # load_c's builds (native_stage.py)
         self._requests = 0
 
@@ -77,6 +80,8 @@ class BuildServer:
                                     "libraries"), []
         if kind == "native":
             return self.native.answer(raw_spec, timeout_s)
+        if kind == cpu_extension.KIND:
+            return self._answer_cpu(raw_spec, timeout_s)
         try:
             spec = BuildSpec.from_json(raw_spec)
         except ValueError as exc:
@@ -96,6 +101,31 @@ class BuildServer:
         if verdict.status == "linked" and not self.collecting and verdict.artifact is not None:
             blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
         return header, blobs
+
+    def _answer_cpu(self, raw_spec: Any, timeout_s: float) -> tuple[Built, list[torch.Tensor]]:
+        """A CPU load_inline extension: built once per digest by the sandboxed builder (`cpu_extension_build.py`),
+        cached where the cache is on, and never sent back to a private build."""
+        try:
+            spec = cpu_extension.CpuExtensionSpec.from_json(raw_spec)
+        except ValueError as exc:
+            return Built("refused", f"load_inline cannot build this: {exc}"), []
+        tc = cpu_extension_build.toolchain()
+        if tc is None:
+            return Built("refused", f"load_inline({spec.name!r}) cannot be built here: no C++ compiler (g++ or c++) "
+                                    "was found"), []
+        if self.cache is not None:
+            verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
+                                              context=self.context)
+            data = verdict.artifact.read_bytes() if verdict.artifact is not None and not self.collecting else b""
+        else:
+            verdict, data = build_uncached(spec, tc, isolation=self.isolation, timeout_s=timeout_s)
+        self.cpu_verdicts.append(verdict)
+        if verdict.status == "unavailable":
+            return Built("refused", f"load_inline({spec.name!r}) cannot be built here: {verdict.log}"), []
+        header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
+        if verdict.status != "linked" or self.collecting or not data:
+            return header, []
+        return header, [torch.frombuffer(bytearray(data), dtype=torch.uint8)]
 
 
 def _device_covered(archs: str | None) -> bool:
@@ -117,7 +147,8 @@ def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: 
     while reply.get("status") == "build":
         built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
         if built.verdict == "timeout":
-            what = "native build" if reply.get("kind") == "native" else "CUDA build"
+            what = {"native": "native build", cpu_extension.KIND: "C++ extension build"}.get(str(reply.get("kind")),
+                                                                                          "CUDA build")
             raise Refused(Status.TIMEOUT, f"the candidate's {what} did not finish within {timeout_s:g} s "
                                           f"({built.log or 'compiler timeout'})")
         try:
@@ -178,4 +209,6 @@ def prebuild(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str = "che
     finally:
         conn.close()
     return [{"key": v.key, "verdict": v.status, "cached": v.cached} for v in server.verdicts] + [
+        {"key": v.key, "verdict": v.status, "cached": v.cached, "kind": cpu_extension.KIND}
+        for v in server.cpu_verdicts] + [
         {"key": o.key, "verdict": o.status, "cached": o.cached, "kind": "native"} for o in server.native.outcomes]

@@ -58,10 +58,13 @@ def model_class(module: types.ModuleType) -> type[torch.nn.Module] | None:
 
 
 def _import_failure(exc: BaseException, guards: Guards) -> dict[str, Any]:
+    from evaluator.cpu_extension import CpuBuildFailed
     from evaluator.cuda_build import CompileFailed, NoCudaDevice
     from evaluator.native_build import NativeBuildError
     if guards.refusals:
         return {"status": "rejected", "reason": f"{guards.refusals[0]} (while being imported)", "log": tail()}
+    if isinstance(exc, CpuBuildFailed):
+        return {"status": "compile_error", "reason": exc.reason, "log": str(exc)}
     if isinstance(exc, NoCudaDevice):
         return {"status": "runtime_error", "reason": str(exc)}
     if isinstance(exc, CompileFailed):

@@ -181,7 +181,7 @@ class Guards:
             pass
 
         from torch.utils import cpp_extension
-        from evaluator import cuda_build
+        from evaluator import cpu_extension, cuda_build
 
         def wrap_module(module: Any) -> Any:
             proxy = types.SimpleNamespace()
@@ -194,6 +194,10 @@ class Guards:
         real_load_inline, real_load = cpp_extension.load_inline, cpp_extension.load
 
         def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kwargs: Any) -> Any:
+            if self.build_client is not None and cpu_extension.routed(cuda_sources, kwargs):
+                # A CPU extension while the candidate is imported: the driver's build stage, never a private build.
+                return wrap_module(cpu_extension.prebuilt(self.build_client, self.collecting, name, cpp_sources,
+                                                          kwargs))
             if cuda_sources:
                 # The driver's build cache first; None: no driver, an uncacheable call or a skipped build.
                 built = cuda_build.prebuilt(self.build_client, self.build_mode, self.collecting, cuda_available, name,

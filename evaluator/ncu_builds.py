@@ -85,7 +85,7 @@ class FileChannel:
         self.last = header
         if header.get("status") == "build":
             self._n += 1
-            request = {"spec": header.get("spec"), "kind": header.get("kind")}  # kind: cuda, or native (load_c)
+            request = {"spec": header.get("spec"), "kind": header.get("kind")}  # kind: cuda, native (load_c), cpu_extension
             _write_atomic(self.dir / f"{self._n}.req.json", json.dumps(request).encode())
 
     def recv(self) -> tuple[dict[str, Any], list[torch.Tensor]]:

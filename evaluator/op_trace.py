@@ -4,8 +4,9 @@ facts, and the trusted worker's trace). A candidate's calls are judged by the pr
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -33,3 +34,27 @@ class OpTrace(TorchDispatchMode):
         if name not in LAYOUT_OPS and func.overloadpacket.__name__ not in LAYOUT_OPS:
             self.ops[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+def _disable_dynamo_once_loaded(wrapped: Callable[..., Any]) -> None:
+    """PyTorch wraps a dispatch mode's `__torch_dispatch__` with `torch._disable_dynamo`, whose first call imports
+    `torch._dynamo` (1-2 s of CPU) to keep dynamo from compiling the mode's frames. Where dynamo is not loaded,
+    nothing is compiling and the plain function runs; once it is (a task that calls torch.compile), the first call
+    after that wraps it with `torch._dynamo.disable` exactly as PyTorch would. The trusted reference's op trace so
+    costs no dynamo import. Where a PyTorch version wraps differently, its own wrapper runs (slower, never wrong)."""
+    raw = getattr(wrapped, "__wrapped__", None)
+    if raw is None:
+        return
+
+    def when_loaded(*args: Any, **kwargs: Any) -> Any:
+        disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)  # None also while dynamo is importing
+        if disable is None:
+            return raw(*args, **kwargs)
+        disabled = disable(raw, True, wrapping=False)
+        setattr(raw, "__dynamo_disable", disabled)  # torch._disable_dynamo's own cache, filled as it would fill it
+        return disabled(*args, **kwargs)
+
+    setattr(raw, "__dynamo_disable", when_loaded)
+
+
+_disable_dynamo_once_loaded(OpTrace.__dict__["__torch_dispatch__"])

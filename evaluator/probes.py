@@ -25,15 +25,24 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point() or t.is_complex())
 
 
-def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig,
-                       task_finite: bool) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
+def first_sent(run: Run) -> Run:
+    """A trial's run as first sent to the reference: the large-magnitude trial at its first planned magnitude."""
+    return replace(run, scale=LARGE_SCALES[0]) if run.distribution == "large" else run
+
+
+def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool,
+                       first: tuple[dict[str, Any], list[torch.Tensor]] | None = None,
+                       ) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
     """(the run as sent, the reference's reply, its outputs), or None when the probe leaves the reference's domain
-    at every magnitude planned for it."""
+    at every magnitude planned for it. `first`: the reply to `first_sent(run)`, read already by the caller."""
     dist = run.distribution
     scales: tuple[float | None, ...] = LARGE_SCALES if dist == "large" else (None,)
-    for scale in scales:
+    for k, scale in enumerate(scales):
         sent = replace(run, scale=scale) if scale is not None else run
-        reply, expected = ref.request(sent, cfg.run_timeout_s, "computing expected outputs")
+        if k == 0 and first is not None:
+            reply, expected = first
+        else:
+            reply, expected = ref.request(sent, cfg.run_timeout_s, "computing expected outputs")
         if dist == "task" or not task_finite or all_finite(expected):
             return sent, reply, expected
     return None

@@ -22,7 +22,7 @@ from evaluator.correctness import compare
 from evaluator.energy import EnergyFigure
 from evaluator.gpu_memory import steady_peak
 from evaluator.measure import Measurement, fresh_seed
-from evaluator.probes import all_finite, expected_in_domain
+from evaluator.probes import all_finite, expected_in_domain, first_sent
 from evaluator.result import Status
 
 
@@ -74,9 +74,11 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         peak, ref_peak = steady_peak(peaks)
         return Checked(tuple(records), worst_abs, worst_rel, fewest, peak, ref_peak, tuple(sorted(notes)), failure)
 
-    for i, trial in enumerate(trials):
-        seed = probe_seed if trial.probe == "near-copy" else fresh_seed()
-        run = Run(variant=trial.variant, seed=seed, distribution=trial.distribution, trace=True)
+    runs = [first_sent(Run(variant=t.variant, seed=probe_seed if t.probe == "near-copy" else fresh_seed(),
+                           distribution=t.distribution, trace=True)) for t in trials]
+    if runs:
+        ref.ask(runs[0])  # the reference runs one trial ahead of the candidate (see `_resolve_expected`)
+    for i, (trial, run) in enumerate(zip(trials, runs)):
         record: dict[str, Any] = {"variant": trial.variant, "distribution": trial.distribution, "probe": trial.probe}
         primed = run if trial.probe is None else replace(run, prime_seed=probe_seed,
                                                          reuse_tensors=trial.probe == "same-tensors")
@@ -85,19 +87,17 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         if trial.distribution == "task":
             # The reference's outputs cannot change what the candidate is asked (no redraw on the task's own
             # inputs), so both workers compute at once.
-            ref.ask(run)
             cand.ask(primed)
-            expected_reply, expected = ref.recv(cfg.run_timeout_s, "computing expected outputs")
-            got_reply, got = cand.recv(timeout_s, doing)
-        else:
-            in_domain = expected_in_domain(ref, run, cfg, task_finite)
-            if in_domain is None:
-                records.append(record | {"skipped": "the reference is not finite on these inputs, though it is on "
-                                                    "the task's own"})
-                continue
-            run, expected_reply, expected = in_domain
+        in_domain = _resolve_expected(ref, run, cfg, task_finite, runs[i + 1] if i + 1 < len(runs) else None)
+        if in_domain is None:
+            records.append(record | {"skipped": "the reference is not finite on these inputs, though it is on "
+                                                "the task's own"})
+            continue
+        run, expected_reply, expected = in_domain
+        if trial.distribution != "task":
             primed = run if trial.probe is None else replace(primed, scale=run.scale)
-            got_reply, got = cand.request(primed, timeout_s, doing)
+            cand.ask(primed)
+        got_reply, got = cand.recv(timeout_s, doing)
         if i == 0:
             task_finite = all_finite(expected)
         notes.update(str(n) for n in got_reply.get("notes") or ())
@@ -115,6 +115,19 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         if not verdict.ok:
             return checked(f"trial {i + 1} ({_where(trial)}, {_inputs(trial, run)}): {verdict.reason}")
     return checked()
+
+
+def _resolve_expected(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool,
+                      ahead: Run | None) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
+    """The reference's outputs for `run` (asked already), redrawn smaller where a probe leaves its domain
+    (`probes.expected_in_domain`); then the next trial's run is asked at once, so that the reference computes it
+    while the candidate computes this one and the driver compares. The reference's requests keep their order, and a
+    trial is still judged before any later one: a failure ends the trials with the run ahead unread."""
+    reply, expected = ref.recv(cfg.run_timeout_s, "computing expected outputs")
+    resolved = expected_in_domain(ref, run, cfg, task_finite, (reply, expected))
+    if ahead is not None:
+        ref.ask(ahead)
+    return resolved
 
 
 def recheck_timed(ref: WorkerConnection, kept: list[tuple[int, list[torch.Tensor]]], cfg: EvalConfig,

@@ -1,9 +1,10 @@
 """A warm parent that forks one worker per evaluation (started by `sandbox.py`, possibly inside bubblewrap).
 
-It imports torch and Triton once, never initialises CUDA and never runs candidate code itself. For each request on
-its control socket it receives the worker's channel socket and log pipe (SCM_RIGHTS), forks, and the child becomes an
-isolated worker: a new session (its own process group), a fresh private temporary directory as working directory and
-as Triton/torch-extension cache, resource limits, and stdout/stderr sent to the log pipe.
+It imports torch and Triton once (the candidate's zygote also dynamo), never initialises CUDA and never runs candidate
+code itself. For each request on its control socket it receives the worker's channel socket and log pipe (SCM_RIGHTS),
+forks, and the child becomes an isolated worker: a new session (its own process group), a fresh private temporary
+directory as working directory and as Triton/torch-extension cache, resource limits, and stdout/stderr sent to the log
+pipe.
 
 Run as: python -m evaluator.zygote CONTROL_FD DEVICE ROLE
 """
@@ -59,25 +60,23 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     Worker(channel, role, guards).serve()
 
 
-def main() -> None:
-    control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    _prepare_environment(device)
-    # No automatic collection while torch, Triton and dynamo are imported (their objects are long-lived: the full
-    # collections that the import triggers find little and cost about a sixth of the start's CPU); the one collection
-    # below, before the freeze, drops what the imports left.
-    gc.disable()
+def warm_imports(role: str, device: str) -> None:
+    """What every worker of the role would otherwise import or set up on its own: done once, before any fork."""
     import torch  # warm imports shared by every forked worker
     try:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
     except ImportError:
         pass
-    # Dynamo rewraps torch.manual_seed when it is imported: in the candidate's zygote that happens before any
-    # snapshot, so a candidate importing it is not taken for one patching torch. The reference's worker would import
-    # it anyway on its first traced call (a dispatch mode's __torch_dispatch__ is wrapped by torch._disable_dynamo,
-    # which imports dynamo when first called: 1-2 s of every evaluation's first trial); here it is paid once per
-    # zygote, while the candidate's zygote starts too.
-    import torch._dynamo  # noqa: F401
+    if role == "candidate":
+        # Before the guards exist: dynamo's import rewraps torch.manual_seed (a candidate importing it would be taken
+        # for one patching torch) and registers library fragments for existing namespaces (torch.distributed's
+        # functional collectives), which the dispatcher guard refuses to a candidate. PyTorch imports it lazily from
+        # many places (torch.compile, torch.library.custom_op, checkpoint, the profiler's start): an honest kernel
+        # would fail there. The reference's worker runs trusted code only, unguarded; it imports dynamo where a task
+        # needs it (its op trace does not: op_trace.py), and the CPU it saves here goes to the candidate's zygote,
+        # which a cold evaluation waits on.
+        import torch._dynamo  # noqa: F401
     import evaluator.dispatch_table  # noqa: F401
     import evaluator.guards  # noqa: F401
     import evaluator.worker  # noqa: F401
@@ -102,10 +101,20 @@ def main() -> None:
     if device == "cpu":
         from evaluator import timing
         timing.prepare_cpu_flush()  # the CPU timer's cache-flush buffer, shared by every forked worker
+
+
+def main() -> None:
+    control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    _prepare_environment(device)
+    # No automatic collection while torch, Triton (and dynamo) are imported: their objects are long-lived, and the
+    # full collections that the import triggers find little and cost about a sixth of the start's CPU.
+    gc.disable()
+    warm_imports(role, device)
     # Every object so far becomes permanent: a worker's garbage collections (the candidate's drops the task's model
     # classes with a full one) scan only what the worker itself made, 0.25 s less per evaluation with torch, Triton
-    # and the profiler imported; untouched object headers also keep the forked pages shared.
-    gc.collect()
+    # and the profiler imported; untouched object headers also keep the forked pages shared. No collection first:
+    # it scanned all of the imports' half a million objects (0.2-0.8 s of CPU while the other zygote and the driver
+    # start) to free about 9,000 (tuples, cells, functions and types of the imports, no file or socket among them).
     gc.freeze()
     gc.enable()
     control = socket.socket(fileno=control_fd)

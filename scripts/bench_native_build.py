@@ -1,7 +1,9 @@
 """Build times of native CPU kernels: load_c (cold, and a cache hit in a fresh process) against load_inline with
-cpp_sources only (torch's headers), with and without its precompiled header (use_pch).
+cpp_sources only (torch's headers), with and without its precompiled header (use_pch); with --stage, a CPU
+load_inline extension through the evaluator's build stage (the sandboxed builder and the build cache: cold for each
+optimisation level of --stage-levels, and a cache hit in a fresh process: key, lookup, the bytes, the worker's import).
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_native_build.py [--reps 3] [--skip-load-inline]
+    PYTHONPATH=. .venv/bin/python scripts/bench_native_build.py [--reps 3] [--skip-load-inline] [--skip-pch] [--stage]
 
 Each cold build compiles a source no earlier build has seen (a fresh constant), in a fresh cache or build folder, in
 its own process, so nothing is reused that a first build would not have. Prints one JSON object of medians.
@@ -68,16 +70,46 @@ load_inline("gelu_%s" % sys.argv[2], [sys.argv[1]], functions=["gelu"], with_cud
 print(time.perf_counter() - t0)
 """
 
+# The build stage's two sides in one process, timed after the imports: the driver's key, lookup (or the sandboxed
+# build, on a miss) and the bytes it sends; the worker's write into its folder and import of the extension.
+STAGE = """
+import sys, time
+import torch
+from evaluator.build_cache import BuildCache
+from evaluator.cpu_extension import CpuExtensionSpec
+from evaluator.cpu_extension_build import toolchain
+from evaluator.cuda_build import load_extension
+cache = BuildCache.open(sys.argv[2])
+spec = CpuExtensionSpec.from_call("gelu_stage", [sys.argv[1]], {"functions": ["gelu"], "extra_cflags": sys.argv[3:]})
+t0 = time.perf_counter()
+verdict = cache.get_or_build(spec, toolchain(), isolation="auto", timeout_s=900, context="bench")
+ext = load_extension(spec.name, verdict.artifact.read_bytes())
+took = time.perf_counter() - t0
+assert verdict.status == "linked" and ext.gelu(torch.ones(4)).shape == (4,), verdict
+print(verdict.cached, took)
+"""
+
 
 def _run(code: str, args: list[str], env: dict[str, str]) -> float:
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    return float(out.stdout.strip().splitlines()[-1].split()[-1])
+
+
+def _run_stage(args: list[str], env: dict[str, str], cached: bool) -> float:
+    out = subprocess.run([sys.executable, "-c", STAGE, *args], env=env, capture_output=True, text=True, check=True)
+    hit, took = out.stdout.strip().splitlines()[-1].split()
+    assert hit == str(cached), f"expected a {'hit' if cached else 'miss'}: {out.stdout}"
+    return float(took)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--skip-load-inline", action="store_true")
+    parser.add_argument("--skip-pch", action="store_true", help="load_inline without use_pch only (use_pch writes "
+                                                                    "800 MB into torch's include folder)")
+    parser.add_argument("--stage", action="store_true", help="also time the build stage's CPU extension builds")
+    parser.add_argument("--stage-levels", default="-O0,-O2,-O3", help="extra_cflags levels for the stage's builds")
     args = parser.parse_args()
     env = dict(os.environ)
     results: dict[str, list[float]] = {"load_c_cold_s": [], "load_c_cached_s": []}
@@ -87,8 +119,22 @@ def main() -> None:
             source = GELU_C % {"salt": rep + int(time.time())}
             results["load_c_cold_s"].append(_run(LOAD_C, [source], env))
             results["load_c_cached_s"].append(_run(LOAD_C, [source], env))
+    if args.stage:
+        for rep in range(args.reps):
+            for level in args.stage_levels.split(","):
+                with tempfile.TemporaryDirectory() as cache:
+                    source = GELU_CPP % {"salt": rep + int(time.time())}
+                    cold = _run_stage([source, cache, level], env, cached=False)
+                    hit = _run_stage([source, cache, level], env, cached=True)
+                    results.setdefault(f"stage_cold{level}_s", []).append(cold)
+                    results.setdefault(f"stage_hit{level}_s", []).append(hit)
+            with tempfile.TemporaryDirectory() as ext:  # side by side: load_inline's own build, -O3, in a process
+                env["TORCH_EXTENSIONS_DIR"] = ext
+                source = GELU_CPP % {"salt": rep + int(time.time())}
+                results.setdefault("private_load_inline-O3_s", []).append(
+                    _run(LOAD_INLINE, [source, uuid.uuid4().hex[:8], "nopch"], env))
     if not args.skip_load_inline:
-        for mode in ("nopch", "pch"):
+        for mode in ("nopch",) if args.skip_pch else ("nopch", "pch"):
             results[f"load_inline_cpu_{mode}_s"] = []
             with tempfile.TemporaryDirectory() as ext:
                 env["TORCH_EXTENSIONS_DIR"] = ext
@@ -99,7 +145,7 @@ def main() -> None:
                     tag = uuid.uuid4().hex[:8]
                     results[f"load_inline_cpu_{mode}_s"].append(
                         _run(LOAD_INLINE, [GELU_CPP % {"salt": rep + 1}, tag, mode], env))
-    if not args.skip_load_inline:
+    if not args.skip_load_inline and not args.skip_pch:
         from torch.utils import cpp_extension
         header = Path(cpp_extension.include_paths()[0], "torch", "extension.h")
         for made in (header.with_name("extension.h.gch"), header.with_name("extension.h.sign")):

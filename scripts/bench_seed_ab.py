@@ -2,9 +2,10 @@
 
 For each task named: the seed file `NAME.cpp.py` from `--before` (default `main`) and the working tree's are both
 built and checked against the reference, then timed in the same rounds as the OpenMP copy of the task's bytes
-(`copy_like`), one call of each per round (the two seeds take turns going first), by the evaluator's own timer and OpenMP settings (inputs past a core's L2
+(`copy_like`) and the reference run eagerly, one call of each per round (the two seeds take turns going first), by the evaluator's own timer and OpenMP settings (inputs past a core's L2
 read from memory). On a shared machine the rounds see the same load, so the per-round ratio after/before is the figure
-to read: its median is printed beside the medians and minima of each side. The roofline fraction is the task's least
+to read: its median is printed beside the medians and minima of each side, and so is each seed's per-round ratio
+to eager PyTorch (medians of eager / seed). The roofline fraction is the task's least
 bytes at the copy bandwidth measured at the start (`evaluator/cpu_peaks.py`), as in `scripts/bench_native.py`.
 
     .venv/bin/python scripts/bench_seed_ab.py --tasks avg_pool2d,swiglu
@@ -84,12 +85,13 @@ def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder:
             correct[key] = got.shape == expected.shape and torch.allclose(got, expected, **tol)
             calls[key] = (candidate, inputs)
         calls["copy"] = (copy, [source])
+        calls["eager"] = (model, inputs)
         timer = CallTimer(torch.device("cpu"))
         timer.calibrate()
         times: dict[str, list[float]] = {k: [] for k in calls}
         start, rounds = time.perf_counter(), 0
         while rounds < 10 or (time.perf_counter() - start < budget_s and rounds < 400):
-            order = ["before", "after", "copy"] if rounds % 2 == 0 else ["after", "before", "copy"]
+            order = ["before", "after", "copy", "eager"] if rounds % 2 == 0 else ["after", "before", "eager", "copy"]
             for key in order:  # alternating which seed goes first: the first call of a round measured ~7% slower
                 fn, args = calls[key]
                 times[key].append(timer.time_call(fn, args)[0])
@@ -99,6 +101,8 @@ def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder:
         "task": f"{task_path.parent.name}/{name}", "correct": correct, "rounds": rounds, "median": median,
         "min": {k: min(v) for k, v in times.items()},
         "paired": statistics.median(b / a for b, a in zip(times["before"], times["after"])),
+        "over_eager": {k: statistics.median(e / t for e, t in zip(times["eager"], times[k]))
+                       for k in ("before", "after")},
         "roofline_ms": work.min_bytes / (copy_gbps * 1e9) * 1e3,
     }
 
@@ -119,14 +123,17 @@ def main() -> int:
           f"{os.getloadavg()[0]:.1f} at the end  ")
     print(f"Measured copy peak: {peaks.copy_gbps:.1f} GB/s ({peaks.threads} threads)  ")
     print()
-    print("| task | correct (before, after) | before ms | after ms | copy ms | speedup, per round (median of before / after) | "
-          "of copy (before, after) | roofline (before, after) | minima ms (before, after, copy) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| task | correct (before, after) | before ms | after ms | copy ms | eager ms | speedup, per round (median "
+          "of before / after) | over eager, per round (before, after) | of copy (before, after) | roofline (before, "
+          "after) | minima ms (before, after, copy) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         m, lo, roof = r["median"], r["min"], r["roofline_ms"]
         ok = ", ".join("yes" if r["correct"][k] else "NO" for k in ("before", "after"))
-        print(f"| {r['task']} | {ok} | {m['before']:.2f} | {m['after']:.2f} | {m['copy']:.2f} | "
-              f"{r['paired']:.2f}x | {m['copy'] / m['before']:.0%}, {m['copy'] / m['after']:.0%} | "
+        eager = r["over_eager"]
+        print(f"| {r['task']} | {ok} | {m['before']:.2f} | {m['after']:.2f} | {m['copy']:.2f} | {m['eager']:.2f} | "
+              f"{r['paired']:.2f}x | {eager['before']:.2f}x, {eager['after']:.2f}x | "
+              f"{m['copy'] / m['before']:.0%}, {m['copy'] / m['after']:.0%} | "
               f"{roof / m['before']:.0%}, {roof / m['after']:.0%} | "
               f"{lo['before']:.2f}, {lo['after']:.2f}, {lo['copy']:.2f} |")
     return 0

@@ -28,11 +28,18 @@ EDGES = {
     "max_pool2d": POOL_SHAPES,
     "col_sum": [{"ROWS": r, "COLS": c} for r in (1, 65) for c in (1, 17, 255, 257)],
     "row_mean": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
+    "row_sum": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "log_softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],
+    # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
+    "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
+    "silu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
+    "hardswish": [{"BATCH": 1, "CHANNELS": 1, "HEIGHT": 1, "WIDTH": 7},
+                  {"BATCH": 1, "CHANNELS": 2049, "HEIGHT": 1, "WIDTH": 2049}],
 }
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 100.0, -100.0, 3.0, -3.0]
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -57,3 +64,22 @@ def test_seed_matches_the_task_on_edge_shapes(name, monkeypatch):
             expected, got = model(*inputs), candidate(*inputs)
         assert got.shape == expected.shape, f"{name} {overrides}"
         assert torch.allclose(got, expected, **tol), f"{name} {overrides}: max abs error {(got - expected).abs().max()}"
+
+
+@pytest.mark.parametrize("name", ["relu", "silu", "hardswish", "row_sum", "row_mean"])
+@pytest.mark.parametrize("rows", [2, 1025])  # an output below the streaming threshold, and one past it (16 MiB)
+def test_seed_propagates_nan_and_inf_as_pytorch_does(name, rows):
+    """NaN and +-inf where the vector loops' bodies and tails read them, on both sides of the streaming threshold:
+    the seed gives what PyTorch gives (silu(-inf) is NaN there, -inf / inf; hardswish(-inf) too, -inf * 0)."""
+    task = load_module(builtin_task(name), f"special_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"special_seed_{name}")
+    torch.manual_seed(1)
+    x = torch.randn(rows, 4100)
+    x[0, :len(SPECIAL)] = torch.tensor(SPECIAL)
+    x[-1, -len(SPECIAL) - 1:-1] = torch.tensor(SPECIAL)  # in the masked tail of the last block
+    if name == "hardswish":
+        x = x.reshape(1, rows, 1, 4100)
+    with torch.no_grad():
+        expected, got = task.Model()(x), seed.ModelNew()(x)
+    assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf()), name
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -60,3 +61,56 @@ def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_comm
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.split()) == ["candidate:cpu:none", "reference:cpu:none"]
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=REPO)
+
+
+@pytest.mark.parametrize("role, dynamo", [("reference", False), ("candidate", True)])
+def test_only_the_candidates_zygote_imports_dynamo(role: str, dynamo: bool):
+    """The candidate's must (a later import under its guards would be refused); the reference's need not, and its
+    start competes for the CPU with the candidate's zygote that a cold evaluation waits on."""
+    proc = _python(f"""
+        import sys
+        from evaluator.zygote import warm_imports
+        warm_imports({role!r}, "cpu")
+        print("torch._dynamo" in sys.modules, "triton" in sys.modules)
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == [str(dynamo), "True"]
+
+
+def test_the_op_trace_imports_no_dynamo_and_still_keeps_it_out_once_loaded():
+    proc = _python("""
+        import sys, torch
+        from evaluator.op_trace import OpTrace
+        with OpTrace() as first:
+            torch.ones(3).add(1).mul(2)
+        print(sorted(first.ops), "torch._dynamo" in sys.modules)
+        compiled = torch.compile(lambda x: x.sin() + 1, backend="eager")  # a task that compiles
+        with OpTrace() as later:
+            compiled(torch.ones(3))
+        raw = OpTrace.__dict__["__torch_dispatch__"].__wrapped__
+        print(sorted(later.ops), "torch._dynamo" in sys.modules, getattr(raw, "__dynamo_disable").__name__)
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-2] == "['add', 'mul'] False"
+    ops, loaded, wrapper = lines[-1].rsplit(" ", 2)
+    assert ops == "['add', 'sin']" and loaded == "True"
+    assert wrapper != "when_loaded"  # dynamo's own disable, as PyTorch would have cached it
+
+
+def test_exit_at_once_flushes_the_output_and_runs_atexit_handlers():
+    proc = _python("""
+        import atexit
+        from opforge.cli.program import exit_at_once
+        atexit.register(lambda: print("atexit ran"))
+        print("verdict", end=" ")
+        exit_at_once(3)
+        print("never")
+    """)
+    assert proc.returncode == 3 and proc.stdout == "verdict atexit ran\n", (proc.returncode, proc.stdout, proc.stderr)

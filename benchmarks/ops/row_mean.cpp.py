@@ -1,7 +1,7 @@
 """Native seed for ops/row_mean: the row sums over the column count; rows split across OpenMP threads in contiguous
 static blocks (one stream per thread for the prefetcher), each row summed with UNROLL independent AVX-512
-accumulators (enough to hide the add latency behind the loads) and a masked tail; a portable loop with UNROLL x 16
-scalar partial sums where AVX-512 is missing."""
+accumulators (enough to hide the add latency behind the loads), its lines prefetched into L2 ahead (see
+AHEAD_BYTES), and a masked tail; a portable loop with UNROLL x 16 scalar partial sums where AVX-512 is missing."""
 
 import torch
 import torch.nn as nn
@@ -10,6 +10,12 @@ from evaluator.native import load_c
 SOURCE = r"""
 #include <stdint.h>
 #define UNROLL 8
+/* Each line read is first prefetched into L2 AHEAD_BYTES ahead (past a row's end into the next one: the rows are
+   contiguous): the hardware prefetchers alone seem to keep too few reads in flight here (paired against the loop
+   without it: 0.98-1.15x in eleven runs, median 1.07x, loaded machine). Computed as integers: a prefetch past
+   the end never faults, but C's pointer arithmetic past the array may not be done. */
+#define AHEAD_BYTES 8192
+#define AHEAD(p) ((const char*)((uintptr_t)(p) + AHEAD_BYTES))
 #ifdef __AVX512F__
 #include <immintrin.h>
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
@@ -37,8 +43,10 @@ static float sum_row(const float* restrict row, int64_t cols) {
     __m512 acc[UNROLL];
     for (int u = 0; u < UNROLL; ++u) acc[u] = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 * UNROLL <= cols; i += 16 * UNROLL)
+    for (; i + 16 * UNROLL <= cols; i += 16 * UNROLL) {
+        for (int u = 0; u < UNROLL; ++u) _mm_prefetch(AHEAD(row + i + 16 * u), _MM_HINT_T1);
         for (int u = 0; u < UNROLL; ++u) acc[u] = _mm512_add_ps(acc[u], _mm512_loadu_ps(row + i + 16 * u));
+    }
     for (; i < cols; i += 16) acc[0] = _mm512_add_ps(acc[0], _mm512_maskz_loadu_ps(tail16(cols - i), row + i));
     for (int u = 1; u < UNROLL; ++u) acc[0] = _mm512_add_ps(acc[0], acc[u]);
     return _mm512_reduce_add_ps(acc[0]);

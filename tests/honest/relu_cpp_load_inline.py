@@ -3,7 +3,9 @@
 # slow: true
 # config: compile_timeout_s=600
 # why: honest C++ CPU kernel through torch.utils.cpp_extension.load_inline with cpp_sources only (no CUDA): a loop
-#   over data_ptr<float>() behind a pybind11 function, built privately with torch's headers inside the worker.
+#   over data_ptr<float>() behind a pybind11 function, built once by the evaluator's sandboxed build stage and then
+#   loaded from its cache. The extension (name, sources, functions, flags) is the same text as in
+#   cheats/cpp_extension_calls_aten.py, which calls its other function: one build serves both.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -20,9 +22,14 @@ torch::Tensor relu_cpu(torch::Tensor x) {
     for (int64_t i = 0; i < n; ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
     return out;
 }
+
+torch::Tensor relu_aten(torch::Tensor x) {
+    return torch::relu(x);
+}
 """
 
-ext = load_inline("relu_cpu_ext", [cpp_source], functions=["relu_cpu"], with_cuda=False, extra_cflags=["-O3"])
+ext = load_inline("relu_cpu_ext", [cpp_source], functions=["relu_cpu", "relu_aten"], with_cuda=False,
+                  extra_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):

@@ -1,0 +1,90 @@
+"""The correctness trials' order of work (`evaluator/trials.py`): the reference runs one trial ahead of the candidate,
+the candidate is asked exactly what it was asked before, and a trial is judged before any later one."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, Callable
+
+import torch
+
+from evaluator.commands import Run
+from evaluator.config import EvalConfig
+from evaluator.trials import plan, run_trials
+
+
+def _outputs(cmd: Run) -> list[torch.Tensor]:
+    """What the task computes on a run's inputs: non-finite at the first large magnitude (it leaves the domain)."""
+    if cmd.distribution == "large" and cmd.scale == 1e5:
+        return [torch.full((4,), math.inf)]
+    return [torch.full((4,), float(cmd.seed % 1000) + (cmd.scale or 0.0))]
+
+
+class FakeWorker:
+    """A worker connection answering its requests in order; `events` records each request sent and reply read."""
+
+    def __init__(self, role: str, events: list[tuple[str, str, Run]], answer: Callable[[Run], list[torch.Tensor]]):
+        self.role, self.events, self.answer = role, events, answer
+        self.pending: deque[Run] = deque()
+
+    def ask(self, cmd: Run) -> None:
+        self.events.append((self.role, "ask", cmd))
+        self.pending.append(cmd)
+
+    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        cmd = self.pending.popleft()
+        self.events.append((self.role, "recv", cmd))
+        reply = {"ops": ["softmax"]} if self.role == "reference" else {"launches": 1, "kernels": {"cpp:k": 1}}
+        return reply, self.answer(cmd)
+
+    def request(self, cmd: Run, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.ask(cmd)
+        return self.recv(timeout_s, doing)
+
+
+def _run(candidate_answer: Callable[[Run], list[torch.Tensor]] = _outputs, variants: int = 2):
+    events: list[tuple[str, str, Run]] = []
+    ref, cand = FakeWorker("reference", events, _outputs), FakeWorker("candidate", events, candidate_answer)
+    trials = plan(EvalConfig(), variants)
+    checked = run_trials(ref, cand, EvalConfig(), trials, None)  # type: ignore[arg-type]
+    return checked, trials, events, ref, cand
+
+
+def test_the_reference_runs_one_trial_ahead_and_the_candidate_is_asked_as_before():
+    checked, trials, events, ref, cand = _run()
+    assert checked.failure is None and len(checked.trials) == len(trials)
+    cand_asked = [cmd for role, what, cmd in events if role == "candidate" and what == "ask"]
+    # One command per trial, in the plan's order; the large-magnitude trial at the magnitude that stayed finite.
+    assert [(c.variant, c.distribution) for c in cand_asked] == [(t.variant, t.distribution) for t in trials]
+    assert [c.scale for c in cand_asked if c.distribution == "large"] == [1e3]
+    ref_asked = [cmd for role, what, cmd in events if role == "reference" and what == "ask"]
+    assert [(c.distribution, c.scale) for c in ref_asked if c.distribution == "large"] == [("large", 1e5),
+                                                                                          ("large", 1e3)]
+    first_sent = [c for c in ref_asked if (c.distribution, c.scale) != ("large", 1e3)]  # one per trial
+    assert len(first_sent) == len(trials)
+    for i, asked in enumerate(cand_asked[:-1]):
+        # Before the driver reads the candidate's reply to a trial, the reference has the next trial's run.
+        assert events.index(("reference", "ask", first_sent[i + 1])) < events.index(("candidate", "recv", asked))
+    # Never more than one trial outstanding in the reference: a redraw is asked before the run ahead.
+    outstanding = 0
+    for role, what, _ in events:
+        if role == "reference":
+            outstanding += 1 if what == "ask" else -1
+            assert outstanding <= 1
+    assert not ref.pending and not cand.pending  # nothing left unread after the last trial
+
+
+def test_each_trial_is_judged_before_any_later_one():
+    answered: list[Run] = []
+
+    def wrong_at_second(cmd: Run) -> list[torch.Tensor]:
+        answered.append(cmd)
+        out = _outputs(cmd)
+        return [out[0] + 1.0] if len(answered) == 2 else out
+
+    checked, trials, events, ref, cand = _run(wrong_at_second)
+    assert checked.failure is not None and checked.failure.startswith("trial 2 ")
+    assert [r.get("ok") for r in checked.trials] == [True, False]
+    assert len([e for e in events if e[0] == "candidate" and e[1] == "ask"]) == 2  # never asked the third
+    assert len(ref.pending) == 1  # the third trial's run, asked ahead and left unread
