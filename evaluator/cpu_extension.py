@@ -24,7 +24,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from evaluator.cuda_build import _DOC, _FUNCTION, _NAME, MAX_SPEC_CHARS, BuildSpec, CompileFailed
+from evaluator.cuda_build import MAX_SPEC_CHARS, BuildSpec, CompileFailed, check_names
 from evaluator.cuda_build import _functions, _texts, load_extension
 
 KIND = "cpu_extension"  # the build request's kind on the wire
@@ -101,11 +101,7 @@ class CpuExtensionSpec:
 
     def validate(self) -> None:
         """Raises ValueError (one sentence) unless every field is safe to hand to the trusted builder."""
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(f"the extension name {self.name[:60]!r} is not a C++ identifier")
-        for fn, doc in self.functions or ():
-            if not _FUNCTION.fullmatch(fn) or not _DOC.fullmatch(doc):
-                raise ValueError(f"the bound function {fn[:60]!r} or its docstring is not valid in C++")
+        check_names(self.name, self.functions)
         for flag in self.extra_cflags:
             if not _CFLAG.fullmatch(flag):
                 raise ValueError(f"the compile flag {flag[:60]!r} is not allowed (allowed: {ALLOWED_CFLAGS})")

@@ -37,6 +37,16 @@ DEFAULT_ARCHS = "9.0"  # H100/H200; TORCH_CUDA_ARCH_LIST overrides, on both side
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 _DOC = re.compile(r"[^\"\\\n\r]{0,500}")
+
+
+def check_names(name: str, functions: tuple[tuple[str, str], ...] | None) -> None:
+    """Raises ValueError (one sentence) unless an extension's name and its bound functions and docstrings are valid
+    C++ where the generated binding code puts them (the CUDA and the CPU extension specs alike)."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"the extension name {name[:60]!r} is not a C++ identifier")
+    for fn, doc in functions or ():
+        if not _FUNCTION.fullmatch(fn) or not _DOC.fullmatch(doc):
+            raise ValueError(f"the bound function {fn[:60]!r} or its docstring is not valid in C++")
 _CFLAG = re.compile(r"-O[0-3s]?|-[DU][A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?|-?-use_fast_math|-lineinfo|"
                     r"--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda|-std=c\+\+(17|20)")
 _LDFLAG = re.compile(r"-l(cublas|cublasLt|curand|cufft|cusparse|cusolver|cuda)")
@@ -118,11 +128,7 @@ class BuildSpec:
 
     def validate(self) -> None:
         """Raises ValueError (one sentence) unless every field is safe to hand to the trusted builder."""
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(f"the extension name {self.name[:60]!r} is not a C++ identifier")
-        for fn, doc in self.functions or ():
-            if not _FUNCTION.fullmatch(fn) or not _DOC.fullmatch(doc):
-                raise ValueError(f"the bound function {fn[:60]!r} or its docstring is not valid in C++")
+        check_names(self.name, self.functions)
         for field in _FLAG_FIELDS:
             if not all(isinstance(f, str) and _allowed(field, f) for f in getattr(self, field)):
                 raise ValueError(f"{field} holds flags outside the allow-list")
