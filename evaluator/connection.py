@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -29,6 +31,7 @@ class WorkerConnection:
         self.zygote, self.handle, self.role, self.task_label = zygote, handle, role, task_label
         self.channel = Channel(handle.sock, nonce)
         self.last_request: Command | None = None
+        self.closed = False
 
     def send(self, cmd: Command) -> None:
         try:
@@ -74,6 +77,10 @@ class WorkerConnection:
         return self.handle.log_text()[-8000:]
 
     def close(self) -> None:
+        """Ask the worker to exit, then have its zygote kill it and reap it (once: closing again does nothing)."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.channel.send(Exit().to_wire())
         except OSError:
@@ -94,3 +101,14 @@ def close_all(*conns: WorkerConnection | None) -> None:
     finally:
         for t in others:
             t.join()
+
+
+@contextlib.contextmanager
+def closed_meanwhile(conn: WorkerConnection) -> Iterator[None]:
+    """Close `conn` in a helper thread while the body runs; done on leaving."""
+    closing = threading.Thread(target=conn.close, daemon=True)
+    closing.start()
+    try:
+        yield
+    finally:
+        closing.join()
