@@ -79,6 +79,9 @@ def run_concurrently(cmds: Sequence[Sequence[str]], cwd: Path, timeout_s: float,
             out.close()
 
 
+TORCH_CXX_STD = "-std=c++20"
+
+
 def compile_check(spec: BuildSpec, workdir: Path, archs: str, timeout_s: float, prefix: Sequence[str] = (),
                   env: dict[str, str] | None = None) -> str | None:
     """Compiles the sources to objects (no linking, no GPU needed): None when they compile, else the compiler log."""
@@ -89,12 +92,15 @@ def compile_check(spec: BuildSpec, workdir: Path, archs: str, timeout_s: float, 
     (workdir / "cuda.cu").write_text(spec.cuda_cu())
     (workdir / "main.cpp").write_text(spec.main_cpp())
     defines = [f"-DTORCH_EXTENSION_NAME={spec.name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
-    std = [] if any(f.startswith("-std=") for f in spec.extra_cuda_cflags) else ["-std=c++17"]
+    # The language standard of torch's own load_inline recipe (`-std=c++20` in torch 2.13's cpp_extension, for host
+    # and device code): the check must accept what the real build accepts, so a candidate written for torch's recipe
+    # (concepts, designated initialisers, std::span...) is not refused here as a compile error.
+    std = [] if any(f.startswith("-std=") for f in spec.extra_cuda_cflags) else [TORCH_CXX_STD]
     cmds = [[nvcc, "-c", "cuda.cu", "-o", "cuda.o", *std, "-Xcompiler", "-fPIC", *arch_flags(archs),
              *include_flags(), *defines, *COMMON_NVCC_FLAGS, *spec.extra_cuda_cflags]]
     cxx = cxx_path()
     if cxx:
-        std = [] if any(f.startswith("-std=") for f in spec.extra_cflags) else ["-std=c++17"]
+        std = [] if any(f.startswith("-std=") for f in spec.extra_cflags) else [TORCH_CXX_STD]
         cmds.append([cxx, "-fsyntax-only", *std, "main.cpp", *include_flags(), *defines, *spec.extra_cflags])
     failed = run_concurrently(cmds, workdir, timeout_s, prefix, env)
     return None if failed is None else failed[1]
