@@ -27,7 +27,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from evaluator.cuda_build import (LOG_LIMIT_CHARS, BuildSpec, CompileFailed, arch_flags, cxx_path, default_archs,
                                   include_flags, nvcc_path)
@@ -175,13 +175,26 @@ def _bwrap_works() -> bool:
 
 
 def builder_prefix(work: Path, isolation: str, mode: str) -> list[str] | None:
-    """The command prefix that runs a compiler in the builder's sandbox; [] for process isolation; None where the
-    sandbox was asked for but does not work (its self-test failed)."""
+    """The command prefix that runs a compiler in the CUDA builder's sandbox (see `sandboxed_prefix`)."""
+    return sandboxed_prefix(work, isolation, lambda: _sandbox_works(mode))
+
+
+def sandboxed_prefix(work: Path, isolation: str, self_test: Callable[[], bool]) -> list[str] | None:
+    """The command prefix that runs a compiler in the builders' bubblewrap view of `work`; [] for process isolation;
+    None where bubblewrap was asked for but the stage's own `self_test` (run once per process) failed: a view
+    missing part of a toolchain must never be mistaken for a candidate's compile error, and cached as one."""
     if not _use_bwrap(isolation):
         return []
-    if not _sandbox_works(mode):
+    if not self_test():
         return None
     return _bwrap_view(work)
+
+
+def plain_env(work: Path) -> dict[str, str]:
+    """The environment of a plain C/C++ compiler in a sandbox (native kernels, CPU extensions): nothing of the
+    caller's but a fixed PATH and locale, with `work` as home and temporary folder."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C",
+            "LC_ALL": "C"}
 
 
 def _bwrap_view(work: Path) -> list[str]:
