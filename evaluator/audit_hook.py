@@ -18,6 +18,9 @@ _REACHING_EVENTS = frozenset({
     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
 _REACHING_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# What makes a code object, with the file name it will claim (`compile`: source, file name; `code.__new__`: code,
+# file name, ...): the hook trusts code by that name, so only a library's own source may claim a library's file.
+_CODE_EVENTS = frozenset({"compile", "code.__new__"})
 # Library code that may use frames while the candidate is on the stack: file (its path's ending) -> function name
 # ("*": any) -> the files its caller must be in for the frames to stay inside (empty: whoever calls it).
 _FRAME_USERS: dict[str, dict[str, frozenset[str]]] = {
@@ -99,6 +102,25 @@ def install(refusals: list[str], candidate_module: str) -> None:
             frame = frame.f_back
         return frame is not None and realpath(frame.f_code.co_filename) == native_file
 
+    def untrusted_on_stack(frame: Any) -> bool:
+        while frame is not None:
+            if not trusted(frame.f_code.co_filename):
+                return True
+            frame = frame.f_back
+        return False
+
+    def is_that_files_source(source: Any, filename: str | bytes) -> bool:
+        """Whether `source` is the named file's own text: the import system compiling a library module that has no
+        cached bytecode, while the candidate's code (a lazy import inside its forward) is on the stack."""
+        if not isinstance(source, (str, bytes)):
+            return False  # an AST: the import system never compiles one
+        try:
+            with open(filename, "rb") as f:
+                text = f.read()
+        except OSError:
+            return False
+        return text == (source.encode("utf-8") if isinstance(source, str) else source)
+
     def refuse(what: str) -> None:
         refusals.append(f"the candidate reached for the harness's internals ({what})")
         raise RuntimeError(f"opforge refused {what}: candidates may not reach frames, the object graph, raw "
@@ -116,11 +138,20 @@ def install(refusals: list[str], candidate_module: str) -> None:
         elif event == "object.__getattr__":
             if len(args) < 2 or args[1] not in _REACHING_ATTRIBUTES:
                 return
+        elif event in _CODE_EVENTS:
+            # Trust follows the file a code object names, so code may name a library's file only if it is that
+            # file's code: checked below, against the stack, only for names that would be trusted.
+            if len(args) < 2 or not isinstance(args[1], (str, bytes)) or not trusted(os.fsdecode(args[1])):
+                return
         elif event not in _REACHING_EVENTS and not event.startswith("ctypes."):
             return
         busy[0] = True
         try:
             asking = getframe(1)
+            if event in _CODE_EVENTS:
+                if not untrusted_on_stack(asking) or (event == "compile" and is_that_files_source(*args[:2])):
+                    return
+                refuse(f"compiling code under a library's file name ({os.path.basename(os.fsdecode(args[1]))})")
             if event in ("object.__setattr__", "object.__delattr__"):
                 if not trusted(asking.f_code.co_filename):
                     refuse(f"setting {getattr(args[0], '__qualname__', '?')}.{args[1]}")

@@ -50,6 +50,7 @@ BASE_CONFIG = {"run_timeout_s": 20, "compile_timeout_s": 60, "max_timing_s": 0.5
 HEADER_KEYS = {
     "task", "expect", "expect-without-gpu", "why", "gpu", "config",
     "canary-file", "canary-port", "canary-process", "max-abs-error", "slow",
+    "reason",  # words the verdict's reason must hold: which defence refused it, where several would
 }
 # Fresh per run, so a value found in a result cannot come from an old log.
 SECRET_CANARIES = {
@@ -286,6 +287,8 @@ def test_cheat_is_refused(header: Header, monkeypatch: pytest.MonkeyPatch):
     assert result.status in expected, (
         f"{label} ({header.one('why')}): expected {'|'.join(sorted(expected))}, got {_describe(result)}"
     )
+    for words in header.fields.get("reason", []):
+        assert words in result.reason, f"{label}: expected a reason holding {words!r}, got {_describe(result)}"
     _assert_readable_reason(result, label)
     _assert_no_secret(result, label)
 
