@@ -38,6 +38,7 @@ _loading = threading.Lock()
 
 _INT_RANGES = {ctypes.c_int8: 8, ctypes.c_int16: 16, ctypes.c_int32: 32, ctypes.c_int64: 64}
 _UINT_RANGES = {ctypes.c_uint8: 8, ctypes.c_uint16: 16, ctypes.c_uint32: 32, ctypes.c_uint64: 64}
+_FLOATS = (ctypes.c_float, ctypes.c_double)
 
 
 def load_c(name: str, sources: str | list[str], functions: str | list[str], flags: list[str] | tuple[str, ...] = (),
@@ -140,35 +141,44 @@ class NativeFunction:
         return result
 
     def _convert(self, index: int, arg: Any, value: Any) -> Any:
-        what = f"{self._where}: {arg.describe(index)}"
+        # Every call of every native kernel passes here: the error messages are formatted only when one is raised.
         if arg.pointer:
             if not isinstance(value, torch.Tensor):
-                raise TypeError(f"{what} ({arg.ctype}*) must be a torch.Tensor, not {type(value).__name__}")
-            if value.device.type != "cpu":
-                raise ValueError(f"{what} must be a CPU tensor, not one on {value.device}")
+                raise TypeError(f"{self._what(index, arg)} ({arg.ctype}*) must be a torch.Tensor, not "
+                                f"{type(value).__name__}")
+            if not value.is_cpu:  # (not `value.device.type`: building the device object was a third of this check)
+                raise ValueError(f"{self._what(index, arg)} must be a CPU tensor, not one on {value.device}")
             dtypes = TYPES[arg.ctype][1]
             if dtypes and value.dtype not in dtypes:
-                raise TypeError(f"{what} ({arg.ctype}*) must be a {' or '.join(map(str, dtypes))} tensor, not "
-                                f"{value.dtype}")
+                raise TypeError(f"{self._what(index, arg)} ({arg.ctype}*) must be a "
+                                f"{' or '.join(map(str, dtypes))} tensor, not {value.dtype}")
             if not value.is_contiguous():
-                raise ValueError(f"{what} must be a contiguous tensor (call .contiguous() first); its strides are "
-                                 f"{tuple(value.stride())} for shape {tuple(value.shape)}")
+                raise ValueError(f"{self._what(index, arg)} must be a contiguous tensor (call .contiguous() first); "
+                                 f"its strides are {tuple(value.stride())} for shape {tuple(value.shape)}")
             return value.data_ptr()
         ctype = TYPES[arg.ctype][0]
+        if type(value) is int and ctype not in _FLOATS:  # the usual count or size: no abstract-class checks
+            return self._in_range(index, arg, ctype, value)
         if isinstance(value, torch.Tensor) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{what} ({arg.ctype}) must be a Python number, not {type(value).__name__}")
-        if ctype in (ctypes.c_float, ctypes.c_double):
+            raise TypeError(f"{self._what(index, arg)} ({arg.ctype}) must be a Python number, not "
+                            f"{type(value).__name__}")
+        if ctype in _FLOATS:
             return float(value)
         if not isinstance(value, numbers.Integral):
-            raise TypeError(f"{what} ({arg.ctype}) must be an integer, not {value!r}")
-        value = int(value)
+            raise TypeError(f"{self._what(index, arg)} ({arg.ctype}) must be an integer, not {value!r}")
+        return self._in_range(index, arg, ctype, int(value))
+
+    def _in_range(self, index: int, arg: Any, ctype: Any, value: int) -> int:
         bits = _INT_RANGES.get(ctype)
         low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if bits else (0, 2 ** _UINT_RANGES.get(ctype, 1) - 1)
         if ctype is ctypes.c_bool:
             low, high = 0, 1
         if not low <= value <= high:
-            raise ValueError(f"{what} ({arg.ctype}) is out of range: {value}")
+            raise ValueError(f"{self._what(index, arg)} ({arg.ctype}) is out of range: {value}")
         return value
+
+    def _what(self, index: int, arg: Any) -> str:
+        return f"{self._where}: {arg.describe(index)}"
 
     def _signature(self) -> str:
         return ", ".join(f"{a.ctype}{'*' if a.pointer else ''} {a.name}".strip() for a in self._proto.args)
