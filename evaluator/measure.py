@@ -145,6 +145,10 @@ def fresh_seed() -> int:
 def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool) -> None:
     budget_s = cfg.max_timing_s / (2 * MIN_BLOCKS)
     floor_calls = -(-cfg.min_reps // MIN_BLOCKS)  # a block's share of the side's sample floor
+    # A side that is done already (its cap reached, or settled) only keeps pace with the other's blocks, so that load
+    # falls on both alike: MIN_BLOCK_CALLS calls do that. (A side done by its cap used to run full blocks while the
+    # other drifted on: 11 blocks and twice its cap, 4 s, in one evaluation of a 256x1024 ReLU.)
+    pacing = rec.done(cfg)
     seed = fresh_seed()
     conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0))
     start = time.perf_counter()
@@ -164,8 +168,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
         # (First at MIN_BLOCK_CALLS itself: a settled side keeping pace with the other ends its blocks there.)
         # Where the drift between blocks dominates (`drifting`), a block's further calls are not needed either.
-        settled = calls >= MIN_BLOCK_CALLS and (calls - MIN_BLOCK_CALLS) % STATS_EVERY == 0 and (
-            rec.settled(cfg) or rec.drifting(cfg))
+        settled = calls >= MIN_BLOCK_CALLS and (pacing or (calls - MIN_BLOCK_CALLS) % STATS_EVERY == 0 and (
+            rec.settled(cfg) or rec.drifting(cfg)))
         stop = len(rec.samples_ms) >= cfg.max_reps or settled or (
             (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()

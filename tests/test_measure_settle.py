@@ -248,3 +248,18 @@ def test_the_same_side_without_drift_runs_to_its_cap(monkeypatch: pytest.MonkeyP
         measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
     assert not rec.drifting(cfg)
     assert rec.spent_s >= cfg.max_timing_s and rec.blocks == 2 * measure.MIN_BLOCKS
+
+
+def test_a_side_done_by_its_cap_keeps_pace_with_short_blocks(monkeypatch: pytest.MonkeyPatch):
+    """Its cap reached, a side only interleaves with the other's remaining blocks: MIN_BLOCK_CALLS calls each, not
+    another share of the cap."""
+    monkeypatch.setattr(measure, "time", StepClock(0.002))
+    cfg = EvalConfig(max_timing_s=2.0, max_reps=5000)
+    rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
+    worker = DriftingWorker([0.11], 0.8, 11)
+    while not rec.done(cfg):
+        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+    assert rec.spent_s >= cfg.max_timing_s and not rec.settled(cfg)
+    before = len(rec.samples_ms)
+    measure._block(worker, rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    assert len(rec.samples_ms) - before == measure.MIN_BLOCK_CALLS
