@@ -8,6 +8,8 @@ its own clock on every call and compares it with what the worker reports.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 import secrets
 import statistics
@@ -32,6 +34,13 @@ FLOOR_CAP_FACTOR = 5   # the sample floor (min_reps, MIN_BLOCKS) may stretch a s
 # Below this, a median's standard error is finer than what the harness can tell apart from one evaluation to the next
 # (docs/EVALUATOR.md, "Timing"): a side whose median is known to within it has settled, whatever its relative error.
 PRECISION_FLOOR_MS = {"cpu": 1e-3, "cuda": 0.5e-3}
+# Where the drift between a side's blocks dominates its median's error (the machine's state moving from one block to
+# the next, which more calls inside a block cannot average away), calls are not what the side lacks: its blocks end
+# early, after MIN_BLOCK_CALLS, and it is done after DRIFT_BLOCKS of them, as many blocks as a side that runs to its
+# time cap has (docs/EVALUATOR.md, "Timing"). Dominates: the calls' own error is below DRIFT_SHARE of the drift's,
+# so that more calls could cut the median's error by 8% at most.
+DRIFT_SHARE = 0.4
+DRIFT_BLOCKS = 2 * MIN_BLOCKS
 
 
 def precision_floor_ms(device_kind: str) -> float:
@@ -43,6 +52,7 @@ class SideRecord:
     samples_ms: list[float] = field(default_factory=list)
     walls_ms: list[float] = field(default_factory=list)
     block_walls_ms: list[float] = field(default_factory=list)  # per block, the median of its calls' walls
+    block_medians_ms: list[float] = field(default_factory=list)  # per block of MIN_BLOCK_CALLS or more, its median
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
     spent_s: float = 0.0
     blocks: int = 0
@@ -64,7 +74,8 @@ class SideRecord:
             return True
         if n < cfg.min_reps or self.blocks < MIN_BLOCKS:
             return False
-        return self.spent_s >= cfg.max_timing_s or self.settled(cfg)
+        return self.spent_s >= cfg.max_timing_s or self.settled(cfg) or (
+            self.blocks >= DRIFT_BLOCKS and self.drifting(cfg))
 
     def exhausted(self, cfg: EvalConfig) -> bool:
         """The hard limits: no more blocks for this side, whatever the other side still needs."""
@@ -73,12 +84,39 @@ class SideRecord:
     def settled(self, cfg: EvalConfig) -> bool:
         """The stopping rule: enough repetitions, and the median known to `target_rse` of itself or to `floor_ms`,
         whichever is coarser. A call of a few microseconds has a spread of tens of percent (the timer's marks, the
-        scheduler, the watch around the call): its median took thousands of calls to reach 1%, so every side of such
-        a call ran to its time cap, while its figure moved by more than the floor from one evaluation to the next."""
+        scheduler, the watch around the call): its median took thousands of calls to reach 1%, so every side of such a
+        call ran to its time cap, while its figure moved by more than the floor from one evaluation to the next."""
         if len(self.samples_ms) < cfg.min_reps:
             return False
         se_ms, median_ms = median_standard_error_ms(self.samples_ms)
         return se_ms < max(cfg.target_rse * median_ms, self.floor_ms)
+
+    def drifting(self, cfg: EvalConfig) -> bool:
+        """Whether the drift between blocks dominates the median's error (DRIFT_SHARE): more calls per block would
+        buy precision that the next block does not keep; more blocks are what narrows it. A 256x1024 ReLU on a VM
+        whose memory another tenant shares had block medians of 88-143 us within one evaluation, and ran to its
+        time cap (700 calls) for a 1% that its next block moved by 30%."""
+        if len(self.samples_ms) < cfg.min_reps:
+            return False
+        se_ms, _ = median_standard_error_ms(self.samples_ms)
+        return se_ms < DRIFT_SHARE * self.drift_se_ms()
+
+    def drift_se_ms(self) -> float:
+        """The median's error that the drift between blocks leaves: the spread (standard deviation) of the blocks'
+        medians over the square root of their number, from MIN_BLOCKS blocks of at least MIN_BLOCK_CALLS calls on
+        (0 before). It contains the calls' own error too, so it is never below it in expectation: DRIFT_SHARE of it
+        is reached only where the drift dominates (without drift, by chance, in about 1% of sides: simulated in
+        tests/test_measure_settle.py)."""
+        k = len(self.block_medians_ms)
+        return statistics.stdev(self.block_medians_ms) / math.sqrt(k) if k >= MIN_BLOCKS else 0.0
+
+    def timing(self) -> Timing:
+        """The side's summary; its `se_ms` is the larger of the calls' error and the drift's (`drift_se_ms`): the
+        precision its median really has, which the stored figure and a reader's comparison should see."""
+        t = Timing.from_samples(self.samples_ms)
+        if t.se_ms is None:
+            return t
+        return dataclasses.replace(t, se_ms=max(t.se_ms, self.drift_se_ms()))
 
     def deep_check_after(self) -> bool:
         """Whether the block now ending compares the whole dispatch table (about 45 ms in the candidate's worker):
@@ -107,6 +145,10 @@ def fresh_seed() -> int:
 def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool) -> None:
     budget_s = cfg.max_timing_s / (2 * MIN_BLOCKS)
     floor_calls = -(-cfg.min_reps // MIN_BLOCKS)  # a block's share of the side's sample floor
+    # A side that is done already (its cap reached, or settled) only keeps pace with the other's blocks, so that load
+    # falls on both alike: MIN_BLOCK_CALLS calls do that. (A side done by its cap used to run full blocks while the
+    # other drifted on: 11 blocks and twice its cap, 4 s, in one evaluation of a 256x1024 ReLU.)
+    pacing = rec.done(cfg)
     seed = fresh_seed()
     conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0))
     start = time.perf_counter()
@@ -125,7 +167,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         # A block ends on its share of the time cap, or as soon as the side's samples settle: the time cap is for
         # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
         # (First at MIN_BLOCK_CALLS itself: a settled side keeping pace with the other ends its blocks there.)
-        settled = calls >= MIN_BLOCK_CALLS and (calls - MIN_BLOCK_CALLS) % STATS_EVERY == 0 and rec.settled(cfg)
+        # Where the drift between blocks dominates (`drifting`), a block's further calls are not needed either.
+        settled = calls >= MIN_BLOCK_CALLS and (pacing or (calls - MIN_BLOCK_CALLS) % STATS_EVERY == 0 and (
+            rec.settled(cfg) or rec.drifting(cfg)))
         stop = len(rec.samples_ms) >= cfg.max_reps or settled or (
             (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()
@@ -147,6 +191,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     rec.walls_ms += walls_ms
     if walls_ms:
         rec.block_walls_ms.append(statistics.median(walls_ms))
+    if calls >= MIN_BLOCK_CALLS:
+        rec.block_medians_ms.append(statistics.median(rec.samples_ms[-calls:]))
 
 
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
@@ -172,8 +218,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         _block(candidate, cand, cfg, keep_budget, first=False)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
-    return Measurement(Timing.from_samples(ref.samples_ms), Timing.from_samples(cand.samples_ms), cand.kept,
-                       cand.kernels or {})
+    return Measurement(ref.timing(), cand.timing(), cand.kept, cand.kernels or {})
 
 
 def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Timing:
@@ -181,7 +226,7 @@ def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Tim
     rec = SideRecord(floor_ms=precision_floor_ms(device_kind))
     while not rec.done(cfg):
         _block(conn, rec, cfg, 0, first=rec.blocks == 0)
-    return Timing.from_samples(rec.samples_ms)
+    return rec.timing()
 
 
 CLOCK_PROBE_S = 0.05

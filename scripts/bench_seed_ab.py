@@ -60,9 +60,19 @@ def _old_seed(path: Path, revision: str, folder: Path) -> Path:
     return target
 
 
-def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder: Path) -> dict:
+def _small_copy(task_path: Path, shape: dict, folder: Path) -> Path:
+    """A copy of the task file with its INTERPRETER_SHAPE's values appended (what `task_work` counts bytes of)."""
+    out = folder / f"small_{task_path.name}"
+    out.write_text(task_path.read_text() + "\n" + "".join(f"{k} = {v!r}\n" for k, v in shape.items()))
+    return out
+
+
+def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder: Path, small: bool = False) -> dict:
     task_path = builtin_task(name)
     task = _module(task_path, f"task_{name}")
+    shape = dict(getattr(task, "INTERPRETER_SHAPE", None) or {}) if small else {}
+    for key, value in shape.items():  # the task's small shape: get_inputs reads these module values when called
+        setattr(task, key, value)
     new_path = seed_path(task_path, "cpp")
     seeds = {"before": _module(_old_seed(new_path, revision, folder), f"before_{name}"),
              "after": _module(new_path, f"after_{name}")}
@@ -71,7 +81,7 @@ def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder:
     model = task.Model(*init).eval()
     torch.manual_seed(1)
     inputs = task.get_inputs()
-    work = task_work(load_task(task_path))
+    work = task_work(load_task(_small_copy(task_path, shape, folder) if shape else task_path))
     if work is None:
         raise SystemExit(f"{name}: the task's bytes could not be counted")
     copy, source = copy_like(work.min_bytes)
@@ -98,7 +108,9 @@ def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder:
             rounds += 1
     median = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "task": f"{task_path.parent.name}/{name}", "correct": correct, "rounds": rounds, "median": median,
+        "task": f"{task_path.parent.name}/{name}" + (f" ({', '.join(f'{k}={v}' for k, v in shape.items())})"
+                                                     if shape else ""),
+        "correct": correct, "rounds": rounds, "median": median,
         "min": {k: min(v) for k, v in times.items()},
         "paired": statistics.median(b / a for b, a in zip(times["before"], times["after"])),
         "over_eager": {k: statistics.median(e / t for e, t in zip(times["eager"], times[k]))
@@ -112,11 +124,13 @@ def main() -> int:
     parser.add_argument("--tasks", required=True, help="comma-separated built-in task names")
     parser.add_argument("--before", default="main", help="the git revision whose seeds are 'before' (default main)")
     parser.add_argument("--budget-s", type=float, default=4.0, help="timing budget per task (default 4 s)")
+    parser.add_argument("--shape", default="task", choices=("task", "small"),
+                        help="small: each task at its INTERPRETER_SHAPE (as `scripts/bench_loop.py --shape small`)")
     args = parser.parse_args()
     load = os.getloadavg()
     peaks = measure_cpu_peaks()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(n.strip(), args.before, args.budget_s, peaks.copy_gbps, Path(tmp))
+        rows = [measure(n.strip(), args.before, args.budget_s, peaks.copy_gbps, Path(tmp), args.shape == "small")
                 for n in args.tasks.split(",")]
     print(f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; load average {load[0]:.1f} at the start, "

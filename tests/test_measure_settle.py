@@ -128,3 +128,138 @@ def test_a_settled_side_keeping_pace_ends_its_blocks_after_the_fewest_calls_a_bl
     assert rec.settled(cfg)
     measure._block(FakeWorker(0.010, 0.1, 6), rec, cfg, 0, first=False)  # type: ignore[arg-type]
     assert len(rec.samples_ms) == 60 + measure.MIN_BLOCK_CALLS
+
+
+def _blocks(rng: random.Random, medians_ms: list[float], calls: int, spread: float) -> SideRecord:
+    """A side that has run one block of `calls` calls per median, each spread uniformly by +-spread/2 around it."""
+    rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
+    for median_ms in medians_ms:
+        block = [median_ms * (1 + spread * (rng.random() - 0.5)) for _ in range(calls)]
+        rec.samples_ms += block
+        rec.block_medians_ms.append(sorted(block)[calls // 2])
+        rec.blocks += 1
+    return rec
+
+
+def test_a_side_whose_blocks_drift_apart_is_drifting_and_reports_the_drifts_error():
+    """Block medians of 0.10, 0.14 and 0.09 ms (as a 256x1024 ReLU's on a VM whose memory another tenant shares):
+    the calls' own error (about 1.5% after 300 calls at +-30%) is far below the drift's, so more calls per block buy
+    nothing; the side's reported error is the drift's, not the calls'."""
+    cfg = EvalConfig()
+    rec = _blocks(random.Random(7), [0.10, 0.14, 0.09], 100, 0.6)
+    assert not rec.settled(cfg)  # the 1% rule is not met ...
+    assert rec.drifting(cfg)     # ... and cannot be bought with calls
+    se_ms, median_ms = median_standard_error_ms(rec.samples_ms)
+    timing = rec.timing()
+    assert timing.se_ms is not None and timing.se_ms == pytest.approx(rec.drift_se_ms()) and timing.se_ms > 3 * se_ms
+    assert timing.se_ms / median_ms > 0.1  # the precision the verdict really has: about 15%, said in the result
+
+
+def test_the_same_calls_without_drift_are_not_drifting():
+    cfg = EvalConfig()
+    rec = _blocks(random.Random(7), [0.11, 0.11, 0.11], 100, 0.6)
+    assert not rec.settled(cfg) and not rec.drifting(cfg)
+    se_ms = median_standard_error_ms(rec.samples_ms)[0]
+    reported = rec.timing().se_ms
+    assert reported is not None and se_ms <= reported < 2 * se_ms  # the blocks' spread is the calls' own, no more
+
+
+def test_drift_needs_min_blocks_first():
+    cfg = EvalConfig()
+    rec = _blocks(random.Random(8), [0.10, 0.14], 100, 0.6)
+    assert rec.drift_se_ms() == 0.0 and not rec.drifting(cfg)
+
+
+def test_without_drift_the_drift_rule_fires_by_chance_in_few_sides():
+    """Six blocks of 30-100 calls, no drift: the rule must not end blocks early by chance in more than a few sides
+    in a hundred (about 1% simulated), checked as `_block` checks it (every STATS_EVERY calls) and between blocks."""
+    cfg = EvalConfig()
+    rng = random.Random(9)
+    fired = 0
+    sides = 300
+    for side in range(sides):
+        rec = SideRecord(floor_ms=0.0)
+        calls_per_block = 30 + side % 71
+        for _ in range(measure.DRIFT_BLOCKS):
+            calls = 0
+            while calls < calls_per_block:
+                rec.samples_ms.append(0.2 * rng.lognormvariate(0.0, 0.3))
+                calls += 1
+                if calls >= measure.MIN_BLOCK_CALLS and (calls - measure.MIN_BLOCK_CALLS) % measure.STATS_EVERY == 0:
+                    fired += rec.drifting(cfg)
+                    if rec.drifting(cfg):
+                        break
+            rec.block_medians_ms.append(sorted(rec.samples_ms[-calls:])[calls // 2])
+            rec.blocks += 1
+            if rec.drifting(cfg):
+                break
+    assert fired / sides < 0.04
+
+
+class DriftingWorker(FakeWorker):
+    """A FakeWorker whose calls' median moves from block to block (the machine's state drifting)."""
+
+    def __init__(self, medians_ms: list[float], spread: float, seed: int) -> None:
+        super().__init__(medians_ms[0], spread, seed)
+        self.medians_ms = medians_ms
+
+    def send(self, cmd: Any) -> None:
+        self.median_ms = self.medians_ms[self.blocks % len(self.medians_ms)]
+        super().send(cmd)
+
+
+class StepClock:
+    """`time` for measure.py: every reading of perf_counter advances `step_s` (a call's round trip)."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now_s, self.step_s = 0.0, step_s
+
+    def perf_counter(self) -> float:
+        self.now_s += self.step_s
+        return self.now_s
+
+
+def test_a_drifting_side_ends_its_later_blocks_early_but_keeps_as_many_blocks_as_a_capped_side(
+        monkeypatch: pytest.MonkeyPatch):
+    """A 2 s cap and 2 ms a call: the first MIN_BLOCKS blocks run to their share of the cap (about 160 calls, short
+    of the 1% rule's 700), and once the drift dominates the side ends its blocks at MIN_BLOCK_CALLS and is done after
+    DRIFT_BLOCKS of them, with about half the calls and time the cap would take."""
+    monkeypatch.setattr(measure, "time", StepClock(0.002))
+    cfg = EvalConfig(max_timing_s=2.0)
+    rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
+    worker = DriftingWorker([0.10, 0.14, 0.09], 0.6, 10)
+    sizes = []
+    while not rec.done(cfg):
+        before = len(rec.samples_ms)
+        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+        sizes.append(len(rec.samples_ms) - before)
+    assert rec.blocks == measure.DRIFT_BLOCKS
+    assert all(n > 100 for n in sizes[:measure.MIN_BLOCKS])
+    assert all(n <= measure.MIN_BLOCK_CALLS + measure.STATS_EVERY for n in sizes[measure.MIN_BLOCKS:])
+    assert rec.spent_s < 0.6 * cfg.max_timing_s
+
+
+def test_the_same_side_without_drift_runs_to_its_cap(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(measure, "time", StepClock(0.002))
+    cfg = EvalConfig(max_timing_s=2.0)
+    rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
+    worker = DriftingWorker([0.11], 0.8, 10)  # +-40%: the 1% rule needs some 1,400 calls, the cap gives ~1,000
+    while not rec.done(cfg):
+        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+    assert not rec.drifting(cfg)
+    assert rec.spent_s >= cfg.max_timing_s and rec.blocks == 2 * measure.MIN_BLOCKS
+
+
+def test_a_side_done_by_its_cap_keeps_pace_with_short_blocks(monkeypatch: pytest.MonkeyPatch):
+    """Its cap reached, a side only interleaves with the other's remaining blocks: MIN_BLOCK_CALLS calls each, not
+    another share of the cap."""
+    monkeypatch.setattr(measure, "time", StepClock(0.002))
+    cfg = EvalConfig(max_timing_s=2.0, max_reps=5000)
+    rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
+    worker = DriftingWorker([0.11], 0.8, 11)
+    while not rec.done(cfg):
+        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+    assert rec.spent_s >= cfg.max_timing_s and not rec.settled(cfg)
+    before = len(rec.samples_ms)
+    measure._block(worker, rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    assert len(rec.samples_ms) - before == measure.MIN_BLOCK_CALLS
