@@ -83,3 +83,46 @@ def test_seed_propagates_nan_and_inf_as_pytorch_does(name, rows):
         expected, got = task.Model()(x), seed.ModelNew()(x)
     assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf()), name
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), name
+
+
+@pytest.mark.parametrize("name", ["silu", "swiglu"])
+@pytest.mark.parametrize("rows", [2, 1025])
+def test_sigmoid_seeds_match_pytorch_on_special_and_huge_values(name, rows):
+    """silu and swiglu's gate through NaN, +-inf and finite values so large that PyTorch's exp(-x) overflows in fp32
+    (x / inf = -0 there): the clamped exponential must not turn -1e30 into -5e10 nor -inf into -inf (PyTorch: NaN).
+    swiglu's up half holds ordinary values, so what its gate gives shows through."""
+    task = load_module(builtin_task(name), f"huge_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"huge_seed_{name}")
+    values = torch.tensor(SPECIAL + [-1e30, 1e30, -3e38, 3e38, -88.0, -89.0, -1e5, 1e5])
+    torch.manual_seed(1)
+    x = torch.randn(rows, 4100)
+    x[0, :len(values)] = values
+    x[-1, 2050 - len(values) - 1:2049] = values  # in the gate half's masked tail of the last row (swiglu: 2050 wide)
+    with torch.no_grad():
+        expected, got = task.Model()(x), seed.ModelNew()(x)
+    assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf()), name
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), name
+
+
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("window", [(3, 2, 1), (2, 2, 0), (3, 1, 1)])  # the benchmark's (the AVX-512 path), general
+@pytest.mark.parametrize("channels", [2, 400])  # an output below the streaming threshold (4 MiB), and one past it
+def test_pooling_seeds_propagate_nan_and_inf_as_pytorch_does(name, window, channels):
+    """A NaN anywhere in a window makes its output NaN in PyTorch (max pooling: `val > max || isnan(val)`), +-inf
+    win or lose as numbers do. Placed in the first and last rows and columns, on both sides of a 32-column block (the
+    AVX-512 path's even/odd split and the lane it carries across blocks) and in the windows' shared rows, in the first
+    and the last plane."""
+    task = load_module(builtin_task(name), f"pool_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"pool_seed_{name}")
+    torch.manual_seed(1)
+    x = torch.randn(1, channels, 112, 112)
+    spots = [(0, 0), (0, 111), (1, 31), (2, 32), (3, 33), (4, 63), (5, 64), (6, 65), (9, 17), (10, 18), (111, 0),
+             (111, 111), (57, 56), (60, 95), (61, 96)]
+    for plane in (0, channels - 1):
+        for (r, c), v in zip(spots, SPECIAL * 2):
+            x[0, plane, r, c] = v
+    with torch.no_grad():
+        expected, got = task.Model(*window)(x), seed.ModelNew(*window)(x)
+    assert torch.equal(got.isnan(), expected.isnan()), (name, window, int(got.isnan().sum()), int(expected.isnan().sum()))
+    assert torch.equal(got.isinf(), expected.isinf()), (name, window)
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), (name, window)

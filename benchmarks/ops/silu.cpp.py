@@ -35,12 +35,15 @@ static inline __m512 exp_neg16(__m512 v) {
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 #endif
 #ifdef __AVX512F__
+#define SILU_ZERO_BELOW -88.7228394f  /* -ln(FLT_MAX): exp(-x) is inf in fp32 below it */
 static inline __m512 silu16(__m512 v) {
     __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_neg16(v));
     __m512 r = _mm512_rcp14_ps(d);  /* 1 / d to 14 bits, then one Newton step: about 2^-28 */
     __m512 y = _mm512_mul_ps(v, _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f))));
-    /* PyTorch's x / (1 + exp(-x)) is -inf / inf = NaN at -inf, where the clamped 2^t gives -inf: one fix-up
-       (input class -inf, the fifth, answers token 3, a quiet NaN; every other class keeps y) */
+    /* PyTorch's x / (1 + exp(-x)) in fp32 is -0 below SILU_ZERO_BELOW (exp(-x) overflows), where v / 2^126 from the
+       clamped 2^t grows with |v| (-3.5 at -3e38); and -inf / inf = NaN at -inf, where the clamped 2^t gives -inf:
+       one fix-up (input class -inf, the fifth, answers token 3, a quiet NaN; every other class keeps y) */
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, _mm512_set1_ps(SILU_ZERO_BELOW), _CMP_LT_OQ), _mm512_set1_ps(-0.0f));
     return _mm512_fixupimm_ps(y, v, _mm512_set1_epi32(3 << 16), 0);
 }
 #endif

@@ -39,11 +39,18 @@ static inline __m512 exp_neg16(__m512 g) {
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 #endif
 #ifdef __AVX512F__
+#define SILU_ZERO_BELOW -88.7228394f  /* -ln(FLT_MAX): exp(-g) is inf in fp32 below it */
 static inline __m512 swiglu16(__m512 g, __m512 u) {
     __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_neg16(g));
     __m512 r = _mm512_rcp14_ps(d);
     r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));  /* one Newton step: about 2^-28 */
-    return _mm512_mul_ps(_mm512_mul_ps(g, r), u);
+    /* PyTorch's silu is g / (1 + exp(-g)) in fp32: below SILU_ZERO_BELOW exp(-g) overflows and the quotient is -0,
+       where g 2^-64 from the clamped 2^t would grow with |g| (-5e10 at -1e30); and at g = -inf it is -inf / inf =
+       NaN: a fix-up (input class -inf, the fifth, answers token 3, a quiet NaN; every other class keeps s) */
+    __m512 s = _mm512_mask_mov_ps(_mm512_mul_ps(g, r), _mm512_cmp_ps_mask(g, _mm512_set1_ps(SILU_ZERO_BELOW), _CMP_LT_OQ),
+                                  _mm512_set1_ps(-0.0f));
+    s = _mm512_fixupimm_ps(s, g, _mm512_set1_epi32(3 << 16), 0);
+    return _mm512_mul_ps(s, u);
 }
 #endif
 
