@@ -81,7 +81,8 @@ def toolchain(mode: str, archs: str | None = None) -> dict[str, Any] | None:
     cxx = cuda_build.cxx_path()
     return {"format": BUILD_FORMAT, "mode": mode, "torch": torch.__version__, "torch_cuda": str(torch.version.cuda),
             "python": sys.implementation.cache_tag, "nvcc": f"{nvcc} {_version(nvcc, True)}",
-            "cxx": f"{cxx} {_version(cxx, False)}", "archs": archs or cuda_build.default_archs()}
+            "cxx": f"{cxx} {_version(cxx, False)}", "archs": archs or cuda_build.default_archs(),
+            "std": builder.TORCH_CXX_STD}  # the check's standard: verdicts of an older check are not reused
 
 
 def entry_key(spec: AnySpec, tc: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from evaluator.cuda_build import (LOG_LIMIT_CHARS, BuildSpec, CompileFailed, arch_flags, cxx_path, default_archs,
                                   include_flags, nvcc_path)
@@ -79,6 +79,9 @@ def run_concurrently(cmds: Sequence[Sequence[str]], cwd: Path, timeout_s: float,
             out.close()
 
 
+TORCH_CXX_STD = "-std=c++20"
+
+
 def compile_check(spec: BuildSpec, workdir: Path, archs: str, timeout_s: float, prefix: Sequence[str] = (),
                   env: dict[str, str] | None = None) -> str | None:
     """Compiles the sources to objects (no linking, no GPU needed): None when they compile, else the compiler log."""
@@ -89,12 +92,15 @@ def compile_check(spec: BuildSpec, workdir: Path, archs: str, timeout_s: float, 
     (workdir / "cuda.cu").write_text(spec.cuda_cu())
     (workdir / "main.cpp").write_text(spec.main_cpp())
     defines = [f"-DTORCH_EXTENSION_NAME={spec.name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
-    std = [] if any(f.startswith("-std=") for f in spec.extra_cuda_cflags) else ["-std=c++17"]
+    # The language standard of torch's own load_inline recipe (`-std=c++20` in torch 2.13's cpp_extension, for host
+    # and device code): the check must accept what the real build accepts, so a candidate written for torch's recipe
+    # (concepts, designated initialisers, std::span...) is not refused here as a compile error.
+    std = [] if any(f.startswith("-std=") for f in spec.extra_cuda_cflags) else [TORCH_CXX_STD]
     cmds = [[nvcc, "-c", "cuda.cu", "-o", "cuda.o", *std, "-Xcompiler", "-fPIC", *arch_flags(archs),
              *include_flags(), *defines, *COMMON_NVCC_FLAGS, *spec.extra_cuda_cflags]]
     cxx = cxx_path()
     if cxx:
-        std = [] if any(f.startswith("-std=") for f in spec.extra_cflags) else ["-std=c++17"]
+        std = [] if any(f.startswith("-std=") for f in spec.extra_cflags) else [TORCH_CXX_STD]
         cmds.append([cxx, "-fsyntax-only", *std, "main.cpp", *include_flags(), *defines, *spec.extra_cflags])
     failed = run_concurrently(cmds, workdir, timeout_s, prefix, env)
     return None if failed is None else failed[1]
@@ -169,13 +175,26 @@ def _bwrap_works() -> bool:
 
 
 def builder_prefix(work: Path, isolation: str, mode: str) -> list[str] | None:
-    """The command prefix that runs a compiler in the builder's sandbox; [] for process isolation; None where the
-    sandbox was asked for but does not work (its self-test failed)."""
+    """The command prefix that runs a compiler in the CUDA builder's sandbox (see `sandboxed_prefix`)."""
+    return sandboxed_prefix(work, isolation, lambda: _sandbox_works(mode))
+
+
+def sandboxed_prefix(work: Path, isolation: str, self_test: Callable[[], bool]) -> list[str] | None:
+    """The command prefix that runs a compiler in the builders' bubblewrap view of `work`; [] for process isolation;
+    None where bubblewrap was asked for but the stage's own `self_test` (run once per process) failed: a view
+    missing part of a toolchain must never be mistaken for a candidate's compile error, and cached as one."""
     if not _use_bwrap(isolation):
         return []
-    if not _sandbox_works(mode):
+    if not self_test():
         return None
     return _bwrap_view(work)
+
+
+def plain_env(work: Path) -> dict[str, str]:
+    """The environment of a plain C/C++ compiler in a sandbox (native kernels, CPU extensions): nothing of the
+    caller's but a fixed PATH and locale, with `work` as home and temporary folder."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C",
+            "LC_ALL": "C"}
 
 
 def _bwrap_view(work: Path) -> list[str]:

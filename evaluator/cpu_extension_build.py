@@ -88,18 +88,12 @@ def build(spec: CpuExtensionSpec, work: Path, timeout_s: float, prefix: Sequence
     return artifact
 
 
-def builder_env(work: Path) -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C", "LC_ALL": "C"}
+builder_env = builder.plain_env
 
 
 def sandbox_prefix(work: Path, isolation: str) -> list[str] | None:
-    """The compilers' sandbox: the CUDA builder's bubblewrap view; [] for process isolation; None where bubblewrap
-    was asked for but cannot build a torch extension here (its self-test failed)."""
-    if not builder._use_bwrap(isolation):
-        return []
-    if not _sandbox_works():
-        return None
-    return builder._bwrap_view(work)
+    """The compilers' sandbox, where it can build a torch extension here (`builder.sandboxed_prefix`)."""
+    return builder.sandboxed_prefix(work, isolation, _sandbox_works)
 
 
 @functools.lru_cache(maxsize=1)

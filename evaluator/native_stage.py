@@ -29,19 +29,12 @@ from evaluator.native_spec import NativeSpec
 log = logging.getLogger(__name__)
 
 
-def builder_env(work: Path) -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C",
-            "LC_ALL": "C"}
+builder_env = builder.plain_env
 
 
 def sandbox_prefix(work: Path, isolation: str) -> list[str] | None:
-    """The compiler's sandbox: the CUDA builder's bubblewrap view (see `builder._bwrap_view`); [] for process
-    isolation; None where bubblewrap was asked for but cannot run a compiler here (its self-test failed)."""
-    if not builder._use_bwrap(isolation):
-        return []
-    if not _sandbox_works():
-        return None
-    return builder._bwrap_view(work)
+    """The compiler's sandbox, where it can build a native library here (`builder.sandboxed_prefix`)."""
+    return builder.sandboxed_prefix(work, isolation, _sandbox_works)
 
 
 @functools.lru_cache(maxsize=1)

@@ -128,9 +128,9 @@ class EvalResult:
             "speedup_vs_compile": self.speedup_vs_compile,
             "suspicious": self.suspicious,
             "timing": {
-                "candidate": _timing_json(self.candidate_ms),
-                "reference": _timing_json(self.reference_ms),
-                "compiled_reference": _timing_json(self.compiled_reference_ms),
+                "candidate": timing_json(self.candidate_ms),
+                "reference": timing_json(self.reference_ms),
+                "compiled_reference": timing_json(self.compiled_reference_ms),
             },
             "max_abs_error": self.max_abs_error,
             "max_rel_error": self.max_rel_error,
@@ -171,7 +171,8 @@ class EvalResult:
         )
 
 
-def _timing_json(t: Timing | None) -> dict[str, float | None] | None:
+def timing_json(t: Timing | None) -> dict[str, float | None] | None:
+    """A timing as the verdict's JSON writes it (the evidence an exported package ships uses the same fields)."""
     return None if t is None else {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps, "se_ms": t.se_ms}
 
 

@@ -106,20 +106,18 @@ def llm_call_record(row: LLMCallRow) -> LLMCallRecord:
     )
 
 
+def _timing_columns(prefix: str, t: Timing | None) -> dict[str, Any]:
+    return {f"{prefix}_median_ms": None if t is None else t.median_ms, f"{prefix}_iqr_ms": None if t is None else t.iqr_ms,
+            f"{prefix}_reps": None if t is None else t.reps, f"{prefix}_se_ms": None if t is None else t.se_ms}
+
+
 def result_columns(result: EvalResult) -> dict[str, Any]:
-    cand, ref, compiled = result.candidate_ms, result.reference_ms, result.compiled_reference_ms
     return {
         "status": result.status.value,
         "reason": result.reason,
-        "candidate_median_ms": None if cand is None else cand.median_ms,
-        "candidate_iqr_ms": None if cand is None else cand.iqr_ms,
-        "candidate_reps": None if cand is None else cand.reps,
-        "reference_median_ms": None if ref is None else ref.median_ms,
-        "reference_iqr_ms": None if ref is None else ref.iqr_ms,
-        "reference_reps": None if ref is None else ref.reps,
-        "compiled_reference_median_ms": None if compiled is None else compiled.median_ms,
-        "compiled_reference_iqr_ms": None if compiled is None else compiled.iqr_ms,
-        "compiled_reference_reps": None if compiled is None else compiled.reps,
+        **_timing_columns("candidate", result.candidate_ms),
+        **_timing_columns("reference", result.reference_ms),
+        **_timing_columns("compiled_reference", result.compiled_reference_ms),
         "speedup": result.speedup,
         "max_abs_error": result.max_abs_error,
         "max_rel_error": result.max_rel_error,
@@ -139,11 +137,13 @@ def result_columns(result: EvalResult) -> dict[str, Any]:
     }
 
 
-def _timing(median: float | None, iqr: float | None, reps: int | None) -> Timing | None:
-    # `reps` marks presence: SQLite stores a NaN float as NULL, so the floats alone cannot.
+def _timing(median: float | None, iqr: float | None, reps: int | None, se: float | None) -> Timing | None:
+    # `reps` marks presence: SQLite stores a NaN float as NULL, so the floats alone cannot. A NULL standard error is
+    # a verdict stored before the store kept it, or a timing too short to have one.
     if reps is None:
         return None
-    return Timing(median_ms=math.nan if median is None else median, iqr_ms=math.nan if iqr is None else iqr, reps=reps)
+    return Timing(median_ms=math.nan if median is None else median, iqr_ms=math.nan if iqr is None else iqr, reps=reps,
+                  se_ms=se)
 
 
 EVALUATION_COLUMNS = tuple(EvaluationRow.__table__.c[name] for name in (
@@ -151,20 +151,21 @@ EVALUATION_COLUMNS = tuple(EvaluationRow.__table__.c[name] for name in (
     "candidate_median_ms", "candidate_iqr_ms", "candidate_reps", "reference_median_ms", "reference_iqr_ms",
     "reference_reps", "max_abs_error", "max_rel_error", "peak_memory_bytes", "reference_peak_memory_bytes",
     "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials", "reference_energy_j",
-    "compiled_reference_median_ms", "compiled_reference_iqr_ms", "compiled_reference_reps", "backend"))
+    "compiled_reference_median_ms", "compiled_reference_iqr_ms", "compiled_reference_reps", "backend",
+    "candidate_se_ms", "reference_se_ms", "compiled_reference_se_ms"))
 
 
 def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
     """From the values of EVALUATION_COLUMNS, in order."""
     (eid, candidate_id, task_id, run_id, created_at, status, reason, c_med, c_iqr, c_reps, r_med, r_iqr, r_reps,
      max_abs, max_rel, peak, ref_peak, energy_j, power_w, profile, device, log, suspicious, trials,
-     ref_energy_j, k_med, k_iqr, k_reps, backend) = values
+     ref_energy_j, k_med, k_iqr, k_reps, backend, c_se, r_se, k_se) = values
     result = EvalResult(
         status=Status(status),
         reason=reason,
-        candidate_ms=_timing(c_med, c_iqr, c_reps),
-        reference_ms=_timing(r_med, r_iqr, r_reps),
-        compiled_reference_ms=_timing(k_med, k_iqr, k_reps),
+        candidate_ms=_timing(c_med, c_iqr, c_reps, c_se),
+        reference_ms=_timing(r_med, r_iqr, r_reps, r_se),
+        compiled_reference_ms=_timing(k_med, k_iqr, k_reps, k_se),
         max_abs_error=max_abs,
         max_rel_error=max_rel,
         peak_memory_bytes=peak,
@@ -183,4 +184,4 @@ def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
 
 
 def device_peaks_record(row: DevicePeakRow) -> DevicePeaks:
-    return DevicePeaks(row.device, row.copy_gbps, row.peak_gflops, row.threads, aware(row.measured_at))
+    return DevicePeaks(row.device, row.copy_gbps, row.peak_gflops, row.threads, aware(row.measured_at), row.method)

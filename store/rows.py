@@ -144,6 +144,10 @@ class EvaluationRow(Base):
     compiled_reference_median_ms: Mapped[float | None] = mapped_column(Float)  # torch.compile(Model), when asked for
     compiled_reference_iqr_ms: Mapped[float | None] = mapped_column(Float)
     compiled_reference_reps: Mapped[int | None] = mapped_column(Integer)
+    # Each timing's standard error of the median: the precision its stopping rule reached (None: not kept then).
+    candidate_se_ms: Mapped[float | None] = mapped_column(Float)
+    reference_se_ms: Mapped[float | None] = mapped_column(Float)
+    compiled_reference_se_ms: Mapped[float | None] = mapped_column(Float)
     speedup: Mapped[float | None] = mapped_column(Float)
     max_abs_error: Mapped[float | None] = mapped_column(Float)
     max_rel_error: Mapped[float | None] = mapped_column(Float)
@@ -266,3 +270,4 @@ class DevicePeakRow(Base):
     peak_gflops: Mapped[float] = mapped_column(Float)   # fp32 FMA throughput with the machine's SIMD width
     threads: Mapped[int] = mapped_column(Integer)
     measured_at: Mapped[datetime] = _created()
+    method: Mapped[str | None] = mapped_column(String(64))  # how they were measured (None: before the store said)

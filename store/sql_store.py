@@ -83,12 +83,14 @@ class Store(JobMethods, ConfirmationMethods):
         with self._session() as s:
             return task_record(self._get(s, TaskRow, task_id, "task"))
 
-    def set_device_peaks(self, device: str, copy_gbps: float, peak_gflops: float, threads: int) -> DevicePeaks:
-        """Keep a device's measured copy bandwidth and peak FLOP/s (a new measurement replaces the old one)."""
+    def set_device_peaks(self, device: str, copy_gbps: float, peak_gflops: float, threads: int,
+                         method: str | None = None) -> DevicePeaks:
+        """Keep a device's measured copy bandwidth and peak FLOP/s, and the method that measured them (a new
+        measurement replaces the old one)."""
         with self._session(write=True) as s:
             return device_peaks_record(s.merge(DevicePeakRow(device=device, copy_gbps=copy_gbps,
                                                              peak_gflops=peak_gflops, threads=threads,
-                                                             measured_at=utcnow())))
+                                                             measured_at=utcnow(), method=method)))
 
     def device_peaks(self, device: str) -> DevicePeaks | None:
         with self._session() as s:

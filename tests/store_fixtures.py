@@ -102,9 +102,13 @@ def failed_result(status: Status = Status.INCORRECT, device: DeviceInfo = H100) 
 _UNLIKE_DEFAULTS: dict[str, object] = {
     "status": Status.OK,
     "reason": "correct on 3 trials; 1.7x faster than the reference",
-    "candidate_ms": Timing(median_ms=0.1234567890123456, iqr_ms=0.0012345678901234, reps=731),
-    "reference_ms": Timing(median_ms=0.2098765432109876, iqr_ms=0.0023456789012345, reps=402),
-    "compiled_reference_ms": Timing(median_ms=0.1876543210987654, iqr_ms=0.0034567890123456, reps=313),
+    # Every Timing field set too (`se_ms` included), so a timing field the store drops fails the round trip.
+    "candidate_ms": Timing(median_ms=0.1234567890123456, iqr_ms=0.0012345678901234, reps=731,
+                           se_ms=0.0001234567890123),
+    "reference_ms": Timing(median_ms=0.2098765432109876, iqr_ms=0.0023456789012345, reps=402,
+                           se_ms=0.0002345678901234),
+    "compiled_reference_ms": Timing(median_ms=0.1876543210987654, iqr_ms=0.0034567890123456, reps=313,
+                                    se_ms=0.0003456789012345),
     "max_abs_error": 1.1920928955078125e-07,
     "max_rel_error": 3.0517578125e-05,
     "peak_memory_bytes": 17_179_869_184 + 12_345,

@@ -13,7 +13,7 @@ import torch
 from store_fixtures import CPU, db_url, make_task, ok_result, pg_url, sqlite_url, store
 
 from evaluator import Candidate
-from evaluator.cpu_peaks import copy_like, measure_cpu_peaks
+from evaluator.cpu_peaks import METHOD, CpuPeaks, copy_like, measure_cpu_peaks
 from evaluator.device import device_info
 from evaluator.timing import CallTimer
 from opforge.reports.leaderboard import leaderboard
@@ -77,6 +77,16 @@ def test_peaks_are_measured_once_per_device_then_read_back(store):
     assert again == first
     assert ensure_cpu_peaks(store, "NVIDIA H100 80GB HBM3", measure=SMALL) is None  # its datasheet says
     assert store.device_peaks("NVIDIA H100 80GB HBM3") is None
+
+
+def test_peaks_kept_by_an_older_method_are_measured_again(store):
+    here = device_info("cpu").name
+    store.set_device_peaks(here, copy_gbps=6.7, peak_gflops=94.0, threads=2)  # a store from before `method` was kept
+    fresh = CpuPeaks(copy_gbps=25.0, peak_gflops=350.0, threads=2)
+    got = ensure_cpu_peaks(store, here, measure=lambda: fresh)
+    assert got is not None and (got.copy_gbps, got.method) == (25.0, METHOD)
+    assert store.device_peaks(here) == got
+    assert ensure_cpu_peaks(store, here, measure=lambda: pytest.fail("measured again")) == got
 
 
 def _cpu_bench(store, results: dict[str, object], min_bytes: int, flops: float = 0.0) -> None:

@@ -162,6 +162,17 @@ def test_compile_error_is_reported_with_the_compiler_log_and_cached(evaluator):
 
 @pytest.mark.slow
 @needs_nvcc
+def test_the_compile_check_accepts_the_cxx_standard_of_torchs_own_recipe(evaluator):
+    # A C++20 concept in the CUDA source: torch's load_inline builds it (-std=c++20); a C++17 check refused it.
+    cxx20 = light("opforge_test_cxx20_relu", prefix="template <typename T> concept FourBytes = sizeof(T) == 4;\n"
+                                                    "static_assert(FourBytes<float>);\n")
+    result = evaluator.evaluate(load_task(TASK), cxx20, CFG)
+    assert result.status == Status.RUNTIME_ERROR and "no CUDA device" in result.reason, (result.reason, result.log)
+    assert [b["verdict"] for b in _compiles(evaluator.build_cache, "opforge_test_cxx20_relu")] == ["compiled"]
+
+
+@pytest.mark.slow
+@needs_nvcc
 @needs_bwrap
 def test_candidate_code_cannot_write_or_see_the_cache(evaluator, cache_dir):
     before = {p: p.read_bytes() for p in cache_dir.rglob("*") if p.is_file() and p.name != "compiles.log"}

@@ -123,6 +123,8 @@ def test_exported_run_installs_in_a_fresh_venv_passes_its_tests_and_falls_back(e
     [evaluation] = kernel["evaluations"]
     assert evaluation["status"] == "ok" and len(evaluation["correctness"]["trials"]) >= 3
     assert evaluation["timing"]["protocol"]["max_timing_s"] == 0.2 and evaluation["device"]["interpreted"]
+    timing = evaluation["timing"]  # each median ships with its precision, as the store kept it
+    assert all(timing[side]["se_ms"] > 0 for side in ("candidate_ms", "reference_ms")), json.dumps(timing)
     traced = manifest["torch_compile"]  # at export: torch.compile traced a module calling the op, no graph break
     assert traced["traced"] and [o["ops_in_graph"] for o in traced["operators"]] == [[f"{PACKAGE}.relu.default"]], \
         json.dumps(traced)

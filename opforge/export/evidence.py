@@ -12,7 +12,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from evaluator.result import EvalResult, Timing
+from evaluator.result import EvalResult, timing_json
 from opforge import __version__
 from opforge.export.operators import KernelPlan, OperatorPlan
 from opforge.export.selection import Pick
@@ -108,8 +108,8 @@ def _evaluation(op: OperatorPlan, k: KernelPlan) -> dict[str, Any]:
         "correctness": {"trials": [dict(t) for t in r.trials], "tolerance": op.tolerance,
                         "max_abs_error": r.max_abs_error, "max_rel_error": r.max_rel_error},
         "timing": {"speedup": r.speedup, "speedup_vs_compile": r.speedup_vs_compile, "suspicious": r.suspicious,
-                   "candidate_ms": _timing(r.candidate_ms), "reference_ms": _timing(r.reference_ms),
-                   "compiled_reference_ms": _timing(r.compiled_reference_ms),
+                   "candidate_ms": timing_json(r.candidate_ms), "reference_ms": timing_json(r.reference_ms),
+                   "compiled_reference_ms": timing_json(r.compiled_reference_ms),
                    "protocol": {"method": METHOD, **{key: eval_cfg[key] for key in PROTOCOL_KEYS if key in eval_cfg}}},
         "memory": {"peak_memory_bytes": r.peak_memory_bytes,
                    "reference_peak_memory_bytes": r.reference_peak_memory_bytes},
@@ -159,10 +159,6 @@ def _run_cost(run: RunRecord) -> dict[str, Any]:
             "worker_s": run.worker_s, "wall_s": run.wall_s, "evaluated": run.evaluated,
             "coder": run.config.get("coder"), "backend": stored_backend(run.config),
             "models": {k: v for k, v in dict(run.config.get("llm") or {}).items() if k in ("model", "judge_model")}}
-
-
-def _timing(t: Timing | None) -> dict[str, Any] | None:
-    return None if t is None else {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps}
 
 
 def _jsonable(spec: dict[str, Any]) -> dict[str, Any]:

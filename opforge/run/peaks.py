@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evaluator.cpu_peaks import CpuPeaks, measure_cpu_peaks
+from evaluator.cpu_peaks import METHOD, CpuPeaks, measure_cpu_peaks
 from evaluator.device import device_info
 from store import DevicePeaks, Store
 
@@ -12,13 +12,15 @@ from store import DevicePeaks, Store
 def ensure_cpu_peaks(store: Store, device_name: str | None,
                      measure: Callable[[], CpuPeaks] = measure_cpu_peaks) -> DevicePeaks | None:
     """Where evaluations run on this machine's CPU (`device_name` is its name as verdicts record it): its measured
-    copy bandwidth and peak FLOP/s, from the store, else measured now (a few seconds) and kept. None for any other
-    device (a GPU's datasheet gives its roofline; another machine's CPU is measured on that machine)."""
+    copy bandwidth and peak FLOP/s, from the store, else measured now (a few seconds) and kept. Peaks kept by an
+    older measuring method (`evaluator.cpu_peaks.METHOD`) are measured again: the method changed because the old
+    figures misjudged kernels. None for any other device (a GPU's datasheet gives its roofline; another machine's CPU
+    is measured on that machine)."""
     name = device_info("cpu").name
     if device_name != name:
         return None
     known = store.device_peaks(name)
-    if known is not None:
+    if known is not None and known.method == METHOD:
         return known
     peaks = measure()
-    return store.set_device_peaks(name, peaks.copy_gbps, peaks.peak_gflops, peaks.threads)
+    return store.set_device_peaks(name, peaks.copy_gbps, peaks.peak_gflops, peaks.threads, peaks.method)
