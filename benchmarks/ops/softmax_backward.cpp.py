@@ -1,7 +1,6 @@
 """Native seed for ops/softmax_backward: y = softmax(x), out = y * (dy - sum(dy * y)) per row, with x and dy read
 from memory once: rows split across OpenMP threads (dynamic chunks of CHUNK rows); per row (16 KiB each, in L1) the
-max of x; e = exp(x - max) written to the output row (or, for a large output, a per-thread buffer) while summing e
-and dy * e; then out = e / S * (dy - (dy . e) / S), a large output by non-temporal stores (see STREAM_FROM_BYTES).
+max of x; e = exp(x - max) written to the output while summing e and dy * e; then out = e / S * (dy - (dy . e) / S).
 AVX-512 with a vectorised exponential (see exp16; glibc's expf is several times slower), unmasked except for the
 tail (masked stores are slow on AMD Zen 4); a portable expf loop where AVX-512 is missing."""
 
@@ -12,7 +11,6 @@ from evaluator.native import load_c
 SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #define CHUNK 16
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -51,45 +49,36 @@ static float row_max(const float* restrict row, int64_t cols) {
 }
 #endif
 
-/* One row: e = exp(x - max) into `tmp` (the output row itself, or a per-thread buffer when streaming), then the
-   result into dst; with `stream` (dst and the row length whole cache lines) by non-temporal stores. */
-static void softmax_backward_row(const float* restrict row, const float* restrict g, float* tmp, float* dst,
-                                 int64_t cols, int stream) {
+static void softmax_backward_row(const float* restrict row, const float* restrict g, float* restrict dst,
+                                 int64_t cols) {
 #ifdef __AVX512F__
     __m512 vmx = _mm512_set1_ps(row_max(row, cols)), s = _mm512_setzero_ps(), d = s;
     int64_t i = 0;
     for (; i + 16 <= cols; i += 16) {
         __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(row + i), vmx));
-        _mm512_storeu_ps(tmp + i, e);
+        _mm512_storeu_ps(dst + i, e);
         s = _mm512_add_ps(s, e);
         d = _mm512_fmadd_ps(_mm512_loadu_ps(g + i), e, d);
     }
     if (i < cols) {
         __mmask16 k = tail16(cols - i);
         __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + i), vmx)));
-        _mm512_mask_storeu_ps(tmp + i, k, e);
+        _mm512_mask_storeu_ps(dst + i, k, e);
         s = _mm512_add_ps(s, e);
         d = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, g + i), e, d);
     }
     float inv = 1.0f / _mm512_reduce_add_ps(s);
     __m512 vinv = _mm512_set1_ps(inv), dot = _mm512_set1_ps(_mm512_reduce_add_ps(d) * inv);
-    if (stream)  /* cols is a multiple of 16 and dst on a cache line: no tail */
-        for (i = 0; i < cols; i += 16) {
-            __m512 y = _mm512_mul_ps(_mm512_loadu_ps(tmp + i), vinv);
-            _mm512_stream_ps(dst + i, _mm512_mul_ps(y, _mm512_sub_ps(_mm512_loadu_ps(g + i), dot)));
-        }
-    else
-        for (i = 0; i + 16 <= cols; i += 16) {
-            __m512 y = _mm512_mul_ps(_mm512_loadu_ps(tmp + i), vinv);
-            _mm512_storeu_ps(dst + i, _mm512_mul_ps(y, _mm512_sub_ps(_mm512_loadu_ps(g + i), dot)));
-        }
+    for (i = 0; i + 16 <= cols; i += 16) {
+        __m512 y = _mm512_mul_ps(_mm512_loadu_ps(dst + i), vinv);
+        _mm512_storeu_ps(dst + i, _mm512_mul_ps(y, _mm512_sub_ps(_mm512_loadu_ps(g + i), dot)));
+    }
     if (i < cols) {  /* masked stores are slow on some CPUs (AMD Zen 4): only the tail uses one */
         __mmask16 k = tail16(cols - i);
-        __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + i), vinv);
+        __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dst + i), vinv);
         _mm512_mask_storeu_ps(dst + i, k, _mm512_mul_ps(y, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, g + i), dot)));
     }
 #else
-    (void)tmp; (void)stream;
     float mx = -INFINITY, sum = 0.0f, dot = 0.0f;
     for (int64_t i = 0; i < cols; ++i) mx = row[i] > mx ? row[i] : mx;
     for (int64_t i = 0; i < cols; ++i) { float e = expf(row[i] - mx); dst[i] = e; sum += e; dot += g[i] * e; }
@@ -99,30 +88,10 @@ static void softmax_backward_row(const float* restrict row, const float* restric
 #endif
 }
 
-/* An output of STREAM_FROM_BYTES or more whose rows are whole cache lines is written with non-temporal stores, each
-   row's exponentials kept meanwhile in a per-thread buffer (in L1 beside the row's x and dy): the output outgrows
-   the caches anyway, and streaming it saves the read of each output line that an ordinary store makes first, a
-   quarter of this kernel's traffic. */
-#define STREAM_FROM_BYTES (16 << 20)
 void softmax_backward(const float* restrict x, const float* restrict dy, float* restrict out, int64_t rows,
                       int64_t cols) {
-    int stream = 0;
-#ifdef __AVX512F__
-    stream = rows * cols * (int64_t)sizeof(float) >= STREAM_FROM_BYTES && cols % 16 == 0 && (uintptr_t)out % 64 == 0;
-#endif
-    #pragma omp parallel
-    {
-        float* buf = stream ? aligned_alloc(64, (size_t)cols * sizeof(float)) : NULL;
-        #pragma omp for schedule(dynamic, CHUNK)
-        for (int64_t r = 0; r < rows; ++r) {
-            float* dst = out + r * cols;  /* no buffer: ordinary stores, through the output row */
-            softmax_backward_row(x + r * cols, dy + r * cols, buf != NULL ? buf : dst, dst, cols, buf != NULL);
-        }
-#ifdef __AVX512F__
-        if (buf != NULL) _mm_sfence();
-#endif
-        free(buf);
-    }
+    #pragma omp parallel for schedule(dynamic, CHUNK)
+    for (int64_t r = 0; r < rows; ++r) softmax_backward_row(x + r * cols, dy + r * cols, out + r * cols, cols);
 }
 """
 lib = load_c("softmax_backward", SOURCE, functions=["softmax_backward"], flags=["-O3", "-march=native", "-fopenmp"])
