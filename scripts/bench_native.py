@@ -8,7 +8,9 @@ held them). Each seed's output is checked against the reference first (the task'
 (`evaluator/task_work.py`: bytes moved once, FLOPs from PyTorch's counter) at this CPU's measured copy bandwidth and
 peak FP32 FLOP/s (`evaluator/cpu_peaks.py`). Beside it, "of copy" times the same OpenMP copy moving the task's bytes
 (`copy_like`) in the same rounds as the kernels: a side-by-side yardstick for memory-bound tasks, measured under the
-same load and allocator state as the seed, where the peak is a best-of taken once at the start. Build time per seed
+same load and allocator state as the seed, where the peak is a best-of taken once at the start. "over eager", "over
+compile" and "of copy" are medians of the per-round ratios (both sides of a round see the same load); the ms
+columns are each side's median. Build time per seed
 is the cold build of its `load_c` call in an empty cache. The C heap keeps what it frees (`--heap kept`, the default;
 `evaluator/heap.py`): in one process, eager PyTorch's freed temporaries otherwise decide whether the seed's and the
 copy's outputs are fresh pages, which cost more than the memory traffic the roofline counts; each side's median page
@@ -70,14 +72,18 @@ class Row:
     memory_bound: bool
     copy_ms: float | None = None  # the same bytes copied, timed beside the seed (median)
     faults: dict[str, float] = field(default_factory=dict)  # median minor page faults a timed call, by side
+    per_round: dict[str, float] = field(default_factory=dict)  # median over rounds of a side's time / the seed's
+
+    # The ratios are medians of per-round ratios where the rounds were timed (a load that comes and goes moves both
+    # sides of a round alike), else ratios of the medians.
 
     @property
     def over_eager(self) -> float:
-        return self.eager_ms / self.native_ms
+        return self.per_round.get("eager", self.eager_ms / self.native_ms)
 
     @property
     def over_compiled(self) -> float | None:
-        return self.compiled_ms / self.native_ms if self.compiled_ms else None
+        return self.per_round.get("compiled", self.compiled_ms / self.native_ms) if self.compiled_ms else None
 
     @property
     def fraction(self) -> float | None:
@@ -85,7 +91,7 @@ class Row:
 
     @property
     def of_copy(self) -> float | None:
-        return self.copy_ms / self.native_ms if self.copy_ms else None
+        return self.per_round.get("copy", self.copy_ms / self.native_ms) if self.copy_ms else None
 
 
 def _module(path: Path, name: str):  # noqa: ANN202 - a module
@@ -108,10 +114,11 @@ def _close(out, ref, tol: dict) -> bool:  # noqa: ANN001
 
 
 def _interleaved_ms(calls: dict[str, tuple], budget_s: float,
-                    min_rounds: int = 5) -> tuple[dict[str, float], dict[str, float]]:
+                    min_rounds: int = 5) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Median ms per call of each (function, arguments), timed round by round (one call of each per round) until the
-    budget, by the evaluator's own timer: the same cold-cache rule before each call as in an evaluation; and the
-    median minor page faults of each one's timed calls (eviction included)."""
+    budget, by the evaluator's own timer: the same cold-cache rule before each call as in an evaluation; the median
+    minor page faults of each one's timed calls (eviction included); and the median over rounds of each one's time
+    over the native seed's in the same round (the sides of a round share the machine's load of that moment)."""
     timer = CallTimer(torch.device("cpu"))
     timer.calibrate()
     times: dict[str, list[float]] = {k: [] for k in calls}
@@ -129,8 +136,10 @@ def _interleaved_ms(calls: dict[str, tuple], budget_s: float,
         rounds += 1
         if rounds >= 200:
             break
+    per_round = {k: statistics.median(t / n for t, n in zip(v, times["native"])) for k, v in times.items()
+                 if k != "native"} if "native" in times else {}
     return ({k: statistics.median(v) for k, v in times.items()},
-            {k: statistics.median(v) for k, v in faults.items()})
+            {k: statistics.median(v) for k, v in faults.items()}, per_round)
 
 
 def measure_task(task_path: Path, peaks: CpuPeaks, compile_too: bool, budget_s: float) -> Row:
@@ -160,13 +169,13 @@ def measure_task(task_path: Path, peaks: CpuPeaks, compile_too: bool, budget_s: 
         if work is not None:
             copy, source = copy_like(work.min_bytes)
             calls["copy"] = (copy, [source])  # its input is an argument: the timer's cold-cache rule applies alike
-        ms, faults = _interleaved_ms(calls, budget_s)
+        ms, faults, per_round = _interleaved_ms(calls, budget_s)
     roofline_ms = mem_ms = None
     if work is not None:
         mem_ms = work.min_bytes / (peaks.copy_gbps * 1e9) * 1e3
         roofline_ms = work.roofline_ms(peaks.copy_gbps, peaks.peak_gflops / 1e3)
     return Row(f"{task_path.parent.name}/{task_path.stem}", correct, ms["eager"], ms.get("compiled"), ms["native"],
-               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0), ms.get("copy"), faults)
+               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0), ms.get("copy"), faults, per_round)
 
 
 def geomean(values: list[float]) -> float | None:
