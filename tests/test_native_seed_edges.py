@@ -33,6 +33,10 @@ EDGES = {
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],
+    # planes of whole cache lines past the streaming threshold (16 MiB), an odd plane past it, small ones
+    "batchnorm_inference": [{"BATCH": 3, "CHANNELS": 5, "HEIGHT": 7, "WIDTH": 9},
+                            {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 64, "WIDTH": 64},
+                            {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 63, "WIDTH": 65}],
     "softmax_backward": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1025, "DIM": 4100}],
     # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
     "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
@@ -59,6 +63,7 @@ def test_seed_matches_the_task_on_edge_shapes(name, monkeypatch):
         for key, value in overrides.items():
             monkeypatch.setattr(task, key, value)
         model, candidate = task.Model(*task.get_init_inputs()), seed.ModelNew(*task.get_init_inputs())
+        candidate.load_state_dict(model.state_dict())  # parameters and buffers (batchnorm's), as the evaluator does
         torch.manual_seed(1)
         inputs = task.get_inputs()
         with torch.no_grad():
