@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluator.zygote import LAZY_FLUSH
+
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
              "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF")
@@ -151,9 +153,11 @@ class WorkerHandle:
 class Zygote:
     """One warm parent process; `spawn` forks a fresh isolated worker from it."""
 
-    def __init__(self, device: str, role: str, isolation: str = "auto", hidden: tuple[str, ...] = ()):
+    def __init__(self, device: str, role: str, isolation: str = "auto", hidden: tuple[str, ...] = (),
+                 flush_ahead: bool = True):
         self.device, self.role = device, role
         self.hidden = hidden  # folders replaced by an empty tmpfs inside bubblewrap
+        self.flush_ahead = flush_ahead  # the CPU eviction buffer written before the first fork (zygote.py)
         if isolation == "auto":
             isolation = "bwrap" if role == "candidate" and bwrap_available() else "process"
         if isolation == "bwrap" and not bwrap_available():
@@ -172,7 +176,8 @@ class Zygote:
             from evaluator.process_tree import set_undumpable
             set_undumpable()
         ours, theirs = socket.socketpair()
-        cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role]
+        cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role,
+               *(() if self.flush_ahead else (LAZY_FLUSH,))]
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device, self.hidden) + cmd
         env = zygote_environment(self.role, self.device, dict(os.environ))

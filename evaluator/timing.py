@@ -94,6 +94,11 @@ def prepare_cpu_flush() -> None:
     _prepared = _evict_buffer(cpu_flush_bytes())
 
 
+def _prepared_buffer() -> torch.Tensor | None:
+    """The zygote's eviction buffer, if it prepared one of this CPU's size."""
+    return _prepared if _prepared is not None and _prepared.numel() * 4 == cpu_flush_bytes() else None
+
+
 def _evict_buffer(size_bytes: int) -> torch.Tensor | None:
     if size_bytes <= 0:
         return None
@@ -138,11 +143,14 @@ class CallTimer:
         if clock is None:
             clock = CudaEventClock(device) if self.cuda else HostClock()
         self.clock = clock
-        self._evict_buf = None if self.cuda or not isinstance(clock, HostClock) else _evict_buffer(cpu_flush_bytes())
+        self._evicts = not self.cuda and isinstance(clock, HostClock)
+        # The eviction buffer: the zygote's where it prepared one (`prepare_cpu_flush`), else written at the first
+        # call that needs it (a one-shot evaluation's zygotes skip it: 0.4-0.5 s of CPU each at a 260 MiB cache).
+        self._evict_buf = _prepared_buffer() if self._evicts else None
         self._read = torch.Tensor.max
         # Below the eviction's bound, a reduction over one value seen GRAIN_ELEMENTS times per thread (stride 0: it
         # reads one cache line) wakes every OpenMP thread right before the call, as the eviction's read does above it.
-        self._pool_waker = None if self._evict_buf is None else \
+        self._pool_waker = None if not self._evicts else \
             torch.zeros(1).expand(GRAIN_ELEMENTS * max(2, torch.get_num_threads()))
         self._wake = torch.Tensor.max
         # The flush runs before calls whose tensor arguments total at least this: always on a GPU (do_bench's rule,
@@ -190,10 +198,14 @@ class CallTimer:
         it, a 256x1024 eager ReLU's interquartile range was 40 times its median on a loaded machine, 0.2-0.6 times
         with it. A PyTorch op either way: the worker runs it before the profiler starts watching the call. Returns
         whether it evicted."""
-        if self._evict_buf is None or self._pool_waker is None:
+        if self._pool_waker is None:
             return False
         if not args or self.args_bytes(args) < self.cold_from_bytes:
             self._wake(self._pool_waker)
+            return False
+        if self._evict_buf is None:
+            self._evict_buf = _evict_buffer(cpu_flush_bytes())
+        if self._evict_buf is None:
             return False
         self._read(self._evict_buf)
         return True

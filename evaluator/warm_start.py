@@ -48,14 +48,17 @@ def likely_device(requested: str, environ: dict[str, str] | None = None, dev: Pa
 class WarmZygotes:
     """One reference and one candidate zygote per device, started on first use and kept until `close`."""
 
-    def __init__(self, hidden: tuple[str, ...]):
+    def __init__(self, hidden: tuple[str, ...], flush_ahead: bool = True):
         self.hidden = hidden  # folders replaced by an empty tmpfs in the candidate's sandbox
+        # False for one evaluation: its zygotes fork once, and the CPU eviction buffer is written by a worker that
+        # needs it rather than by both zygotes on the cold start's critical path (zygote.py).
+        self.flush_ahead = flush_ahead
         self._zygotes: dict[tuple[str, str], Zygote] = {}
         self._lock = threading.Lock()
 
     @classmethod
-    def for_cache(cls, cache: BuildCache | None) -> WarmZygotes:
-        return cls(hidden_caches(cache))
+    def for_cache(cls, cache: BuildCache | None, flush_ahead: bool = True) -> WarmZygotes:
+        return cls(hidden_caches(cache), flush_ahead)
 
     def get(self, device: str, role: str, isolation: str) -> Zygote:
         """The zygote of this device and role; `isolation` (auto, bwrap, process) applies to the candidate's only:
@@ -64,7 +67,8 @@ class WarmZygotes:
             key = (device, role)
             if key not in self._zygotes:
                 hidden = self.hidden if role == "candidate" else ()
-                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden)
+                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden,
+                                            self.flush_ahead)
             return self._zygotes[key]
 
     def warm(self, device: str, sandbox: str = "auto") -> None:

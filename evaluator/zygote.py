@@ -6,7 +6,10 @@ forks, and the child becomes an isolated worker: a new session (its own process 
 directory as working directory and as Triton/torch-extension cache, resource limits, and stdout/stderr sent to the log
 pipe.
 
-Run as: python -m evaluator.zygote CONTROL_FD DEVICE ROLE
+Run as: python -m evaluator.zygote CONTROL_FD DEVICE ROLE [lazy-flush]
+
+`lazy-flush` (a one-shot evaluation's zygotes): no CPU eviction buffer written before the first fork; a worker whose
+calls need one writes its own (`timing.CallTimer.evict`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import sys
 import tempfile
 
 from evaluator import process_tree
+
+LAZY_FLUSH = "lazy-flush"
 
 
 def _prepare_environment(device: str) -> None:
@@ -60,7 +65,7 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     Worker(channel, role, guards).serve()
 
 
-def warm_imports(role: str, device: str) -> None:
+def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
     """What every worker of the role would otherwise import or set up on its own: done once, before any fork."""
     import torch  # warm imports shared by every forked worker
     try:
@@ -98,18 +103,22 @@ def warm_imports(role: str, device: str) -> None:
     if role == "candidate" and device == "cpu":
         # On a GPU the table is taken after the device is warmed up in the worker: CUDA's start registers kernels.
         evaluator.dispatch_table.prime_dispatch_snapshot()
-    if device == "cpu":
+    if device == "cpu" and flush_ahead:
+        # The CPU timer's eviction buffer (four last-level caches), shared by every forked worker. Writing it costs
+        # 0.4-0.5 s of CPU at 1 GiB (a VM that reports a 260 MiB cache); a zygote that forks one worker only skips
+        # it: most tasks' inputs are below the eviction's bound, and a worker whose are not writes its own.
         from evaluator import timing
-        timing.prepare_cpu_flush()  # the CPU timer's cache-flush buffer, shared by every forked worker
+        timing.prepare_cpu_flush()
 
 
 def main() -> None:
     control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    flush_ahead = LAZY_FLUSH not in sys.argv[4:]
     _prepare_environment(device)
     # No automatic collection while torch, Triton (and dynamo) are imported: their objects are long-lived, and the
     # full collections that the import triggers find little and cost about a sixth of the start's CPU.
     gc.disable()
-    warm_imports(role, device)
+    warm_imports(role, device, flush_ahead)
     # Every object so far becomes permanent: a worker's garbage collections (the candidate's drops the task's model
     # classes with a full one) scan only what the worker itself made, 0.25 s less per evaluation with torch, Triton
     # and the profiler imported; untouched object headers also keep the forked pages shared. No collection first:

@@ -132,11 +132,10 @@ def test_the_cpu_eviction_reads_four_times_the_last_level_cache_sysfs_reports(tm
 
 def test_a_cpu_timer_evicts_large_inputs_only_and_only_once_when_the_caller_did(monkeypatch):
     timer = timing.CallTimer(torch.device("cpu"))
-    assert timer._evict_buf is not None and timer._evict_buf.numel() * 4 == timing.cpu_flush_bytes()
     reads: list[int] = []
     monkeypatch.setattr(timer, "_read", lambda buf: reads.append(buf.numel()))
     small, large = [torch.zeros(16)], [torch.zeros(timer.cold_from_bytes // 4)]
-    assert not timer.evict(small) and timer.evict(large) and len(reads) == 1
+    assert not timer.evict(small) and timer.evict(large) and reads == [timing.cpu_flush_bytes() // 4]
     timer.time_call(lambda x: x, large)  # evicts itself
     timer.time_call(lambda x: x, large, evicted=True)  # the worker evicted before the profiler's watch opened
     assert len(reads) == 2
@@ -155,6 +154,20 @@ def test_a_cpu_timer_wakes_the_thread_pool_before_a_call_it_does_not_evict(monke
     assert len(reads) == 1 and len(wakes) == 1
     waker = timer._pool_waker
     assert waker is not None and waker.stride() == (0,)  # one value read over and over: no cache line displaced
+
+
+def test_without_a_prepared_eviction_buffer_a_cpu_timer_writes_one_at_its_first_large_call_only(monkeypatch):
+    """A one-shot evaluation's zygotes prepare none (zygote.py): a worker whose inputs stay below the eviction's bound
+    never writes four last-level caches' worth of pages; one whose inputs reach it writes them once."""
+    monkeypatch.setattr(timing, "_prepared", None)
+    monkeypatch.setattr(timing, "cpu_flush_bytes", lambda *_: 2**20)  # a small stand-in for 4 caches
+    timer = timing.CallTimer(torch.device("cpu"), cold_from_bytes=2**16)
+    assert timer._evict_buf is None
+    assert not timer.evict([torch.zeros(16)]) and timer._evict_buf is None  # small: the pool woken, nothing written
+    assert timer.evict([torch.zeros(2**14)])
+    buf = timer._evict_buf
+    assert buf is not None and buf.numel() * 4 == 2**20 and bool((buf == buf[0]).all()) and bool(buf[0] != 0)
+    assert timer.evict([torch.zeros(2**14)]) and timer._evict_buf is buf  # written once
 
 
 def test_a_prepared_eviction_buffer_is_shared_by_every_cpu_timer(monkeypatch):

@@ -49,7 +49,7 @@ def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_comm
         def launch(self):
             heavy = sorted(m for m in ("torch", "triton", "sqlalchemy", "openai", "jinja2", "ray", "store", "agents")
                            if m in sys.modules)
-            launched.append(f"{self.role}:{self.device}:{','.join(heavy) or 'none'}")
+            launched.append(f"{self.role}:{self.device}:{','.join(heavy) or 'none'}:flush_ahead={self.flush_ahead}")
             if len(launched) == 2:
                 print(" ".join(launched), flush=True)
                 os._exit(0)
@@ -60,7 +60,8 @@ def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_comm
     proc = subprocess.run([sys.executable, "-c", probe, str(TINY / "relu.py"), str(TINY / "relu.seed.py")],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(proc.stdout.split()) == ["candidate:cpu:none", "reference:cpu:none"]
+    # One evaluation: its zygotes fork once each, and neither writes the CPU eviction buffer before it forks.
+    assert sorted(proc.stdout.split()) == ["candidate:cpu:none:flush_ahead=False", "reference:cpu:none:flush_ahead=False"]
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
@@ -81,6 +82,22 @@ def test_only_the_candidates_zygote_imports_dynamo(role: str, dynamo: bool):
     """)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == [str(dynamo), "True"]
+
+
+def test_a_zygote_writes_the_cpu_eviction_buffer_before_it_forks_unless_told_not_to():
+    """Four last-level caches of real pages (1 GiB on a VM that reports 260 MiB): shared by every worker of a zygote
+    that forks many, left to the worker that needs it where the zygote forks one (a cold `opforge eval`)."""
+    proc = _python("""
+        from evaluator import timing
+        from evaluator.zygote import warm_imports
+        warm_imports("reference", "cpu", flush_ahead=False)
+        print(timing._prepared is None, end=" ")
+        warm_imports("reference", "cpu")
+        prepared = timing._prepared
+        print(prepared is not None and prepared.numel() * 4 == timing.cpu_flush_bytes() and bool(prepared[-1] != 0))
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == ["True", "True"]
 
 
 def test_the_op_trace_imports_no_dynamo_and_still_keeps_it_out_once_loaded():

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from evaluator.build_cache import BuildCache
     from evaluator.warm_start import WarmZygotes, likely_device
 
-    zygotes = WarmZygotes.for_cache(BuildCache.open())
+    zygotes = WarmZygotes.for_cache(BuildCache.open(), flush_ahead=False)  # one evaluation: one fork each
     try:
         device = likely_device(config.device)
         if device is not None:
