@@ -40,6 +40,9 @@ EDGES = {
     "group_norm": [{"BATCH": 17, "CHANNELS": 64, "GROUPS": 8, "HEIGHT": 64, "WIDTH": 64},
                    {"BATCH": 17, "CHANNELS": 64, "GROUPS": 8, "HEIGHT": 63, "WIDTH": 65}],
     "add_mul": [{"BATCH": 1, "DIM": 7}, {"BATCH": 2049, "DIM": 2049}],  # a tail; past the streaming threshold, odd
+    "leaky_relu_scale": [{"BATCH": 3, "CHANNELS": 5, "HEIGHT": 7, "WIDTH": 9},
+                         {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 64, "WIDTH": 64},
+                         {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 63, "WIDTH": 65}],
     "softmax_backward": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1025, "DIM": 4100}],
     # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
     "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
