@@ -43,6 +43,8 @@ EDGES = {
     "leaky_relu_scale": [{"BATCH": 3, "CHANNELS": 5, "HEIGHT": 7, "WIDTH": 9},
                          {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 64, "WIDTH": 64},
                          {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 63, "WIDTH": 65}],
+    "rmsnorm": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1025, "DIM": 4096},
+                                                                {"BATCH": 1025, "DIM": 4100}],
     "softmax_backward": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1025, "DIM": 4100}],
     # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
     "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],

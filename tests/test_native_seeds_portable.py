@@ -34,7 +34,7 @@ GEMM_FAMILY = [
 # stores) and a portable path beside it.
 MEMORY_BOUND = ["avg_pool2d", "max_pool2d", "col_sum", "cross_entropy", "kl_div", "log_softmax", "row_mean", "swiglu",
                 "relu", "silu", "hardswish", "row_sum", "softmax_backward", "add_mul", "batchnorm_inference",
-                "group_norm", "leaky_relu_scale"]
+                "group_norm", "leaky_relu_scale", "rmsnorm"]
 DEFAULT_TOL = 1e-4
 
 pytestmark = pytest.mark.skipif(
