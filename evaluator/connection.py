@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,6 +31,7 @@ class WorkerConnection:
         self.zygote, self.handle, self.role, self.task_label = zygote, handle, role, task_label
         self.channel = Channel(handle.sock, nonce)
         self.last_request: Command | None = None
+        self.closed = False
 
     def send(self, cmd: Command) -> None:
         try:
@@ -73,8 +77,38 @@ class WorkerConnection:
         return self.handle.log_text()[-8000:]
 
     def close(self) -> None:
+        """Ask the worker to exit, then have its zygote kill it and reap it (once: closing again does nothing)."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.channel.send(Exit().to_wire())
         except OSError:
             pass
         self.zygote.kill(self.handle)
+
+
+def close_all(*conns: WorkerConnection | None) -> None:
+    """Close several workers at once: each close waits for its zygote to kill the worker, reap it and remove its
+    folder (tens of ms for a process that mapped torch), and the zygotes do that side by side."""
+    live = [c for c in conns if c is not None]
+    others = [threading.Thread(target=c.close, daemon=True) for c in live[1:]]
+    for t in others:
+        t.start()
+    try:
+        if live:
+            live[0].close()
+    finally:
+        for t in others:
+            t.join()
+
+
+@contextlib.contextmanager
+def closed_meanwhile(conn: WorkerConnection) -> Iterator[None]:
+    """Close `conn` in a helper thread while the body runs; done on leaving."""
+    closing = threading.Thread(target=conn.close, daemon=True)
+    closing.start()
+    try:
+        yield
+    finally:
+        closing.join()

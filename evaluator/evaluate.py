@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Callable
 
 from evaluator import policy
 from evaluator.build_cache import BuildCache
@@ -26,7 +26,7 @@ from evaluator.build_stage import BuildServer, build_mode, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.commands import Check, Load, Profile, Run
-from evaluator.connection import Refused, WorkerConnection
+from evaluator.connection import Refused, WorkerConnection, close_all, closed_meanwhile
 from evaluator.degenerate_probes import probe_task
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
@@ -182,19 +182,23 @@ class LocalEvaluator:
             more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
             return EvalResult(Status.REJECTED, f"static check: {violations[0]}{more}", device=dev,
                               log="\n".join(map(str, violations)))
-        nonce = secrets.token_hex(16)
         self.warm(kind, cfg.sandbox)
-        ref = self._connect(kind, "reference", nonce, cfg, task)
-        cand = None
+        ref: WorkerConnection | None = None
+        cand: WorkerConnection | None = None
         progress: dict[str, Any] = {}  # the reference's load command, once the candidate has loaded
         reference_failure: TaskError | None = None
         try:
-            with self._beside(kind, "starting the candidate's worker, loading and building"):
-                # The reference loads the task (imports, builds the models) while the candidate's zygote may still
-                # be starting (it snapshots the dispatch table too).
+            with self._beside(kind, "starting both workers, loading and building"):
+                # Both zygotes fork side by side (each fork copies a torch process's page tables), and the reference
+                # loads the task (imports, builds the models) while the candidate's worker is still being forked, or
+                # its zygote still starting. The reference's fork runs in a helper thread: its zygote is never under
+                # bubblewrap, whose --die-with-parent would follow a thread that restarted it.
                 load = self._task_load(task, candidate, kind)
-                ref.ask(load)
-                cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task)
+                starting = _Started(self._start_reference, kind, cfg, task, load)
+                try:
+                    cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task)
+                finally:
+                    ref = starting.result()
                 loaded = self._load(candidate, cfg, kind, load, ref, cand)
             progress["load"] = loaded.load
             result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded)
@@ -205,10 +209,9 @@ class LocalEvaluator:
                 raise
             reference_failure = exc
         finally:
-            ref.close()
-            if cand is not None:
-                cand.close()
+            close_all(ref, cand)  # side by side: each waits for its zygote to kill and reap its worker
         if reference_failure is not None:  # the candidate is gone now: does the reference fail alone too?
+            assert ref is not None  # it failed after loading
             result = blame_reference_failure(lambda: self._connect(kind, "reference", secrets.token_hex(16), cfg, task),
                                              task, cfg, dev, reference_failure, progress["load"], ref.last_request)
         if cand is not None and not result.log:
@@ -228,7 +231,17 @@ class LocalEvaluator:
                               max_rel_error=checked.max_rel_error, device=dev, backend=backend, trials=checked.trials)
         timed = self._time(ref, cand, cfg, kind, checked)
         with self._beside(kind, "rechecking timed calls"):
+            # The candidate's checks after timing (the whole dispatch table, ~50 ms) run while the reference
+            # recomputes the kept calls; a refusal there still comes before a wrong recheck's verdict.
+            cand.ask(Check())
             wrong = recheck_timed(ref, timed.measurement.kept, cfg, loaded.tolerance)
+            cand.recv(cfg.run_timeout_s, "the checks after timing")
+        # The candidate's timer clock, read twice 50 ms apart while its worker waits; unless the speedup must be
+        # confirmed by the driver's clock, the reference is done and is closed meanwhile (its zygote kills and reaps
+        # it: tens of ms that the candidate's idle wait no longer adds to).
+        suspicious = _speedup(timed.measurement) > cfg.suspicious_speedup
+        with contextlib.nullcontext() if suspicious else closed_meanwhile(ref):
+            clock_keeps_time(cand, cfg)
         if wrong is not None:
             return EvalResult(Status.INCORRECT, wrong, device=dev, trials=checked.trials)
         confirmed = self._confirm_speedup(ref, cand, cfg, kind, timed.measurement)
@@ -256,6 +269,16 @@ class LocalEvaluator:
                           profile=MappingProxyType(profiled.metrics), device=dev, backend=backend,
                           suspicious=confirmed.suspicious, trials=checked.trials)
 
+    def _start_reference(self, kind: str, cfg: EvalConfig, task: Task, load: Load) -> WorkerConnection:
+        """A reference worker forked and asked to load the task (its reply is read by `_load`)."""
+        ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task)
+        try:
+            ref.ask(load)
+        except BaseException:
+            ref.close()
+            raise
+        return ref
+
     @staticmethod
     def _task_load(task: Task, candidate: Candidate, kind: str) -> Load:
         return Load(task_source=task.source, task_name=task.name, device=kind,
@@ -282,7 +305,8 @@ class LocalEvaluator:
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
               checked: Checked) -> Timed:
-        """Both sides timed (and metered) in the device's timed phase, then the candidate's costlier checks."""
+        """Both sides timed (and metered) in the device's timed phase (the candidate's costlier checks and its clock
+        follow in `_run`)."""
         with self._timed(kind, "timing"):
             try:
                 m = measure(ref, cand, cfg, kind)
@@ -291,8 +315,6 @@ class LocalEvaluator:
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)
-        clock_keeps_time(cand, cfg)
-        cand.request(Check(), cfg.run_timeout_s, "the checks after timing")
         return Timed(m, cand_energy, ref_energy)
 
     def _confirm_speedup(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
@@ -302,7 +324,7 @@ class LocalEvaluator:
         it can confirm is refused: forged timings claim orders of magnitude. Its noise on small tasks can miss an
         honest claim, so a miss is re-measured (up to three rounds): any round that confirms is enough; a forged
         claim fails all of them."""
-        speedup = m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
+        speedup = _speedup(m)
         if speedup <= cfg.suspicious_speedup:
             return Confirmed(speedup)
         outer_speedup = 0.0
@@ -354,6 +376,33 @@ class LocalEvaluator:
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
             conn.close()
+
+
+def _speedup(m: Measurement) -> float:
+    return m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
+
+
+class _Started:
+    """`fn(*args)` running in a helper thread; `result()` waits for it and returns its value or raises its error."""
+
+    def __init__(self, fn: Callable[..., WorkerConnection], *args: Any):
+        self._value: WorkerConnection | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., WorkerConnection], args: tuple[Any, ...]) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by `result`
+            self._error = exc
+
+    def result(self) -> WorkerConnection:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
 
 
 _default: LocalEvaluator | None = None

@@ -15,6 +15,7 @@ The format (prototypes, flags, dtypes) is described in `native_spec.py` and the 
 from __future__ import annotations
 
 import ctypes
+import functools
 import numbers
 import os
 import tempfile
@@ -140,41 +141,57 @@ class NativeFunction:
         return result
 
     def _convert(self, index: int, arg: Any, value: Any) -> Any:
-        what = f"{self._where}: {arg.describe(index)}"
+        # The message is built only for a refused argument: this runs inside every timed call of a candidate.
         if arg.pointer:
             if not isinstance(value, torch.Tensor):
-                raise TypeError(f"{what} ({arg.ctype}*) must be a torch.Tensor, not {type(value).__name__}")
+                raise TypeError(f"{self._what(index, arg)} ({arg.ctype}*) must be a torch.Tensor, not "
+                                f"{type(value).__name__}")
             if value.device.type != "cpu":
-                raise ValueError(f"{what} must be a CPU tensor, not one on {value.device}")
+                raise ValueError(f"{self._what(index, arg)} must be a CPU tensor, not one on {value.device}")
             dtypes = TYPES[arg.ctype][1]
             if dtypes and value.dtype not in dtypes:
-                raise TypeError(f"{what} ({arg.ctype}*) must be a {' or '.join(map(str, dtypes))} tensor, not "
-                                f"{value.dtype}")
+                raise TypeError(f"{self._what(index, arg)} ({arg.ctype}*) must be a "
+                                f"{' or '.join(map(str, dtypes))} tensor, not {value.dtype}")
             if not value.is_contiguous():
-                raise ValueError(f"{what} must be a contiguous tensor (call .contiguous() first); its strides are "
-                                 f"{tuple(value.stride())} for shape {tuple(value.shape)}")
+                raise ValueError(f"{self._what(index, arg)} must be a contiguous tensor (call .contiguous() first); "
+                                 f"its strides are {tuple(value.stride())} for shape {tuple(value.shape)}")
             return value.data_ptr()
         ctype = TYPES[arg.ctype][0]
+        if type(value) is int and ctype not in (ctypes.c_float, ctypes.c_double):  # the common case, without ABCs
+            low, high = _range_of(ctype)
+            if not low <= value <= high:
+                raise ValueError(f"{self._what(index, arg)} ({arg.ctype}) is out of range: {value}")
+            return value
         if isinstance(value, torch.Tensor) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{what} ({arg.ctype}) must be a Python number, not {type(value).__name__}")
+            raise TypeError(f"{self._what(index, arg)} ({arg.ctype}) must be a Python number, not "
+                            f"{type(value).__name__}")
         if ctype in (ctypes.c_float, ctypes.c_double):
             return float(value)
         if not isinstance(value, numbers.Integral):
-            raise TypeError(f"{what} ({arg.ctype}) must be an integer, not {value!r}")
+            raise TypeError(f"{self._what(index, arg)} ({arg.ctype}) must be an integer, not {value!r}")
         value = int(value)
-        bits = _INT_RANGES.get(ctype)
-        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if bits else (0, 2 ** _UINT_RANGES.get(ctype, 1) - 1)
-        if ctype is ctypes.c_bool:
-            low, high = 0, 1
+        low, high = _range_of(ctype)
         if not low <= value <= high:
-            raise ValueError(f"{what} ({arg.ctype}) is out of range: {value}")
+            raise ValueError(f"{self._what(index, arg)} ({arg.ctype}) is out of range: {value}")
         return value
+
+    def _what(self, index: int, arg: Any) -> str:
+        return f"{self._where}: {arg.describe(index)}"
 
     def _signature(self) -> str:
         return ", ".join(f"{a.ctype}{'*' if a.pointer else ''} {a.name}".strip() for a in self._proto.args)
 
     def __repr__(self) -> str:
         return f"<native function {self._where[:-2]}({self._signature()})>"
+
+
+@functools.lru_cache(maxsize=None)
+def _range_of(ctype: Any) -> tuple[int, int]:
+    """The values an integer C type holds."""
+    if ctype is ctypes.c_bool:
+        return 0, 1
+    bits = _INT_RANGES.get(ctype)
+    return (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if bits else (0, 2 ** _UINT_RANGES.get(ctype, 1) - 1)
 
 
 def _match_openmp_threads(handle: ctypes.CDLL) -> None:

@@ -178,3 +178,37 @@ def test_timed_calls_must_launch_every_kernel_a_checked_call_launched():
 ])
 def test_policy_names_frame_and_dispatcher_access(source):
     assert check_source(source), source
+
+
+class _BarrierZygote:
+    """A zygote whose kill returns only once every other close has reached its own kill (a barrier)."""
+
+    def __init__(self, barrier: "threading.Barrier"):
+        self.barrier, self.killed = barrier, 0
+
+    def kill(self, handle: object) -> None:
+        self.barrier.wait()
+        self.killed += 1
+
+
+def test_workers_close_side_by_side_and_once():
+    import threading
+    from types import SimpleNamespace
+
+    from evaluator.connection import WorkerConnection, close_all, closed_meanwhile
+
+    barrier = threading.Barrier(2, timeout=10)
+    zygotes = [_BarrierZygote(barrier) for _ in range(2)]
+    pairs = [socket.socketpair() for _ in range(2)]
+    conns = [WorkerConnection(z, SimpleNamespace(sock=ours, pid=0), "n" * 32, role, "task")  # type: ignore[arg-type]
+             for z, (ours, _), role in zip(zygotes, pairs, ("reference", "candidate"))]
+    close_all(conns[0], None, conns[1])  # one after the other, the first kill would wait for the second forever
+    assert [z.killed for z in zygotes] == [1, 1] and not barrier.broken
+    close_all(*conns)
+    assert [z.killed for z in zygotes] == [1, 1]  # closing again does nothing
+    barrier.reset()
+    third = WorkerConnection(_BarrierZygote(barrier), SimpleNamespace(sock=socket.socketpair()[0], pid=0),  # type: ignore[arg-type]
+                             "n" * 32, "reference", "task")
+    with closed_meanwhile(third):
+        barrier.wait()  # the close runs while the body does
+    assert third.closed

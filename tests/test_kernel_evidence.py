@@ -87,3 +87,24 @@ def test_large_trial_tolerance_scales_with_the_output(error: float, ok: bool):
     got[2] += error
     assert compare([expected], [got], scaled_atol=True).ok is ok
     assert not compare([expected], [got]).ok
+
+
+def test_observer_follows_forked_tasks_and_refuses_a_restarted_profiler():
+    """The observer's profiler (its CPU-only state, entered directly) sees work handed to PyTorch's inter-op pool,
+    and a call that switches it off and on again loses the harness's marker: judged as tampered (None)."""
+    x = torch.randn(4096)
+    with CallObserver() as seen:
+        y = torch.jit.wait(torch.jit.fork(torch.relu, x))
+    assert "aten::relu" in (seen.compute_at_scale([y], [x]) or [])
+    config = torch.autograd.ProfilerConfig(torch.autograd.ProfilerState.CPU, True, False, False, False, False,
+                                           torch._C._profiler._ExperimentalConfig())
+    with CallObserver() as seen:
+        torch.autograd._disable_profiler_legacy()
+        y = torch.relu(x)
+        torch.autograd._enable_profiler_legacy(config)
+    assert seen.compute_at_scale([y], [x]) is None
+    with CallObserver() as seen:
+        torch.autograd._disable_profiler_legacy()
+        y = torch.relu(x)
+    assert seen.compute_at_scale([y], [x]) is None
+    assert not torch.autograd._profiler_enabled()

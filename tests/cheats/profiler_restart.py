@@ -1,7 +1,7 @@
 # task: relu
 # expect: rejected
 # why: switches PyTorch's profiler off for the span of torch.relu and on again (a profiler-based observer
-#   would see nothing), then copies the result out with a real kernel
+#   would see nothing), then copies the result out with a real kernel; whichever of PyTorch's profilers is on
 import torch
 import torch.nn as nn
 import triton
@@ -25,15 +25,25 @@ from torch.autograd import profiler
 CONFIG = profiler.ProfilerConfig(profiler.ProfilerState.KINETO, True, False, False, False, False,
                                  profiler._ExperimentalConfig())
 ACTIVITIES = {profiler.ProfilerActivity.CPU}
+LEGACY = profiler.ProfilerConfig(profiler.ProfilerState.CPU, True, False, False, False, False,
+                                 profiler._ExperimentalConfig())
 
 
 class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.autograd._profiler_enabled():
-            torch.autograd._disable_profiler()
+            try:  # Kineto's profiler, or else the CPU-only one
+                torch.autograd._disable_profiler()
+                kineto = True
+            except RuntimeError:
+                torch.autograd._disable_profiler_legacy()
+                kineto = False
             y = torch.relu(x)
-            torch.autograd._prepare_profiler(CONFIG, ACTIVITIES)
-            torch.autograd._enable_profiler(CONFIG, ACTIVITIES)
+            if kineto:
+                torch.autograd._prepare_profiler(CONFIG, ACTIVITIES)
+                torch.autograd._enable_profiler(CONFIG, ACTIVITIES)
+            else:
+                torch.autograd._enable_profiler_legacy(LEGACY)
         else:
             y = torch.relu(x)
         return kernel_copy(y)
