@@ -8,8 +8,13 @@ held them). Each seed's output is checked against the reference first (the task'
 (`evaluator/task_work.py`: bytes moved once, FLOPs from PyTorch's counter) at this CPU's measured copy bandwidth and
 peak FP32 FLOP/s (`evaluator/cpu_peaks.py`). Beside it, "of copy" times the same OpenMP copy moving the task's bytes
 (`copy_like`) in the same rounds as the kernels: a side-by-side yardstick for memory-bound tasks, measured under the
-same load and allocator state as the seed, where the peak is a best-of taken once at the start. Build time per seed
-is the cold build of its `load_c` call in an empty cache.
+same load and allocator state as the seed, where the peak is a best-of taken once at the start. "over eager", "over
+compile" and "of copy" are medians of the per-round ratios (both sides of a round see the same load); the ms
+columns are each side's median. Build time per seed
+is the cold build of its `load_c` call in an empty cache. The C heap keeps what it frees (`--heap kept`, the default;
+`evaluator/heap.py`): in one process, eager PyTorch's freed temporaries otherwise decide whether the seed's and the
+copy's outputs are fresh pages, which cost more than the memory traffic the roofline counts; each side's median page
+faults a call are printed beside its time.
 
     .venv/bin/python scripts/bench_native.py                         # every built-in task
     .venv/bin/python scripts/bench_native.py --tasks relu,softmax --no-compile
@@ -33,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -49,6 +54,7 @@ import torch  # noqa: E402
 from benchmarks import builtin_task, seed_path, suite_tasks  # noqa: E402
 from evaluator import load_task  # noqa: E402
 from evaluator.cpu_peaks import CpuPeaks, copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.heap import keep_freed_memory, minor_faults  # noqa: E402
 from evaluator.native_build import CACHE_ENV  # noqa: E402
 from evaluator.task_work import task_work  # noqa: E402
 from evaluator.timing import CallTimer  # noqa: E402
@@ -65,14 +71,19 @@ class Row:
     roofline_ms: float | None
     memory_bound: bool
     copy_ms: float | None = None  # the same bytes copied, timed beside the seed (median)
+    faults: dict[str, float] = field(default_factory=dict)  # median minor page faults a timed call, by side
+    per_round: dict[str, float] = field(default_factory=dict)  # median over rounds of a side's time / the seed's
+
+    # The ratios are medians of per-round ratios where the rounds were timed (a load that comes and goes moves both
+    # sides of a round alike), else ratios of the medians.
 
     @property
     def over_eager(self) -> float:
-        return self.eager_ms / self.native_ms
+        return self.per_round.get("eager", self.eager_ms / self.native_ms)
 
     @property
     def over_compiled(self) -> float | None:
-        return self.compiled_ms / self.native_ms if self.compiled_ms else None
+        return self.per_round.get("compiled", self.compiled_ms / self.native_ms) if self.compiled_ms else None
 
     @property
     def fraction(self) -> float | None:
@@ -80,7 +91,7 @@ class Row:
 
     @property
     def of_copy(self) -> float | None:
-        return self.copy_ms / self.native_ms if self.copy_ms else None
+        return self.per_round.get("copy", self.copy_ms / self.native_ms) if self.copy_ms else None
 
 
 def _module(path: Path, name: str):  # noqa: ANN202 - a module
@@ -102,12 +113,16 @@ def _close(out, ref, tol: dict) -> bool:  # noqa: ANN001
         for a, b in zip(outs, refs))
 
 
-def _interleaved_ms(calls: dict[str, tuple], budget_s: float, min_rounds: int = 5) -> dict[str, float]:
+def _interleaved_ms(calls: dict[str, tuple], budget_s: float,
+                    min_rounds: int = 5) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Median ms per call of each (function, arguments), timed round by round (one call of each per round) until the
-    budget, by the evaluator's own timer: the same cold-cache rule before each call as in an evaluation."""
+    budget, by the evaluator's own timer: the same cold-cache rule before each call as in an evaluation; the median
+    minor page faults of each one's timed calls (eviction included); and the median over rounds of each one's time
+    over the native seed's in the same round (the sides of a round share the machine's load of that moment)."""
     timer = CallTimer(torch.device("cpu"))
     timer.calibrate()
     times: dict[str, list[float]] = {k: [] for k in calls}
+    faults: dict[str, list[int]] = {k: [] for k in calls}
     start = time.perf_counter()
     rounds = 0
     order = list(calls)
@@ -115,11 +130,16 @@ def _interleaved_ms(calls: dict[str, tuple], budget_s: float, min_rounds: int = 
         random.shuffle(order)  # a fixed order measured the first side of each round ~7% slower (a seed against itself)
         for key in order:
             fn, args = calls[key]
+            before = minor_faults()
             times[key].append(timer.time_call(fn, args)[0])
+            faults[key].append(minor_faults() - before)
         rounds += 1
         if rounds >= 200:
             break
-    return {k: statistics.median(v) for k, v in times.items()}
+    per_round = {k: statistics.median(t / n for t, n in zip(v, times["native"])) for k, v in times.items()
+                 if k != "native"} if "native" in times else {}
+    return ({k: statistics.median(v) for k, v in times.items()},
+            {k: statistics.median(v) for k, v in faults.items()}, per_round)
 
 
 def measure_task(task_path: Path, peaks: CpuPeaks, compile_too: bool, budget_s: float) -> Row:
@@ -149,13 +169,13 @@ def measure_task(task_path: Path, peaks: CpuPeaks, compile_too: bool, budget_s: 
         if work is not None:
             copy, source = copy_like(work.min_bytes)
             calls["copy"] = (copy, [source])  # its input is an argument: the timer's cold-cache rule applies alike
-        ms = _interleaved_ms(calls, budget_s)
+        ms, faults, per_round = _interleaved_ms(calls, budget_s)
     roofline_ms = mem_ms = None
     if work is not None:
         mem_ms = work.min_bytes / (peaks.copy_gbps * 1e9) * 1e3
         roofline_ms = work.roofline_ms(peaks.copy_gbps, peaks.peak_gflops / 1e3)
     return Row(f"{task_path.parent.name}/{task_path.stem}", correct, ms["eager"], ms.get("compiled"), ms["native"],
-               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0), ms.get("copy"))
+               build_s, roofline_ms, mem_ms is not None and mem_ms >= (roofline_ms or 0.0), ms.get("copy"), faults, per_round)
 
 
 def geomean(values: list[float]) -> float | None:
@@ -208,9 +228,14 @@ def main() -> int:
     parser.add_argument("--tuner", metavar="SUITE", help="also run the offline tuner over SUITE via opforge bench")
     parser.add_argument("--budget", type=int, default=6, help="candidates per task for --tuner (default 6)")
     parser.add_argument("--timing-s", type=float, default=0.5, help="--timing-s for --tuner (default 0.5)")
+    parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
+                        help="kept (default): the C heap keeps freed memory, so no side's output is fresh pages "
+                             "because of what another side freed (evaluator/heap.py); glibc: its defaults")
     args = parser.parse_args()
+    kept = args.heap == "kept" and keep_freed_memory()
     paths = [builtin_task(n.strip()) for n in args.tasks.split(",")] if args.tasks else suite_tasks("all")
     os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="native-cold-")  # every seed's build is a cold one
+    load = os.getloadavg()
     peaks = measure_cpu_peaks()
     rows = []
     for path in paths:
@@ -222,12 +247,14 @@ def main() -> int:
     print(f"Command: `{' '.join(shlex.quote(a) for a in ['.venv/bin/python', *sys.argv])}`  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC  ")
     print(f"Machine: {machine()}  ")
+    print(f"Heap: {'kept (no fresh pages for outputs after warm-up; evaluator/heap.py)' if kept else 'glibc defaults'}"
+          f"; load average {load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end  ")
     print(f"Measured peaks: copy {peaks.copy_gbps:.1f} GB/s, FP32 FMA {peaks.peak_gflops:.0f} GFLOP/s "
           f"({peaks.threads} threads)  ")
     print()
     print("| task | correct | eager ms | compile ms | native ms | over eager | over compile | bound | roofline | "
-          "copy ms | of copy |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "copy ms | of copy | page faults a call (eager, native, copy) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         frac = "-" if r.fraction is None else f"{r.fraction:.0%}"
         of_copy = "-" if r.of_copy is None else f"{r.of_copy:.0%}"
@@ -235,7 +262,7 @@ def main() -> int:
         copy = "-" if r.copy_ms is None else f"{r.copy_ms:.2f}"
         print(f"| {r.task} | {'yes' if r.correct else 'NO'} | {r.eager_ms:.2f} | {comp} | {r.native_ms:.2f} | "
               f"{_x(r.over_eager)} | {_x(r.over_compiled)} | {'memory' if r.memory_bound else 'compute'} | {frac} | "
-              f"{copy} | {of_copy} |")
+              f"{copy} | {of_copy} | {', '.join(f'{r.faults[k]:.0f}' if k in r.faults else '-' for k in ('eager', 'native', 'copy'))} |")
     memory = [r for r in rows if r.memory_bound and r.fraction is not None]
     print()
     print(f"- geometric mean over eager: {_x(geomean([r.over_eager for r in rows]))} ({len(rows)} tasks); "

@@ -6,7 +6,8 @@ built and checked against the reference, then timed in the same rounds as the Op
 read from memory). On a shared machine the rounds see the same load, so the per-round ratio after/before is the figure
 to read: its median is printed beside the medians and minima of each side, and so is each seed's per-round ratio
 to eager PyTorch (medians of eager / seed). The roofline fraction is the task's least
-bytes at the copy bandwidth measured at the start (`evaluator/cpu_peaks.py`), as in `scripts/bench_native.py`.
+bytes at the copy bandwidth measured at the start (`evaluator/cpu_peaks.py`), as in `scripts/bench_native.py`, and
+as there the C heap keeps what it frees (`--heap kept`, `evaluator/heap.py`).
 
     .venv/bin/python scripts/bench_seed_ab.py --tasks avg_pool2d,swiglu
     .venv/bin/python scripts/bench_seed_ab.py --tasks col_sum --before HEAD~3 --budget-s 6
@@ -40,6 +41,7 @@ import torch  # noqa: E402
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import load_task  # noqa: E402
 from evaluator.cpu_peaks import copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.heap import keep_freed_memory  # noqa: E402
 from evaluator.task_work import task_work  # noqa: E402
 from evaluator.timing import CallTimer  # noqa: E402
 
@@ -126,7 +128,10 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=4.0, help="timing budget per task (default 4 s)")
     parser.add_argument("--shape", default="task", choices=("task", "small"),
                         help="small: each task at its INTERPRETER_SHAPE (as `scripts/bench_loop.py --shape small`)")
+    parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
+                        help="kept (default): the C heap keeps freed memory (evaluator/heap.py); glibc: its defaults")
     args = parser.parse_args()
+    kept = args.heap == "kept" and keep_freed_memory()
     load = os.getloadavg()
     peaks = measure_cpu_peaks()
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +140,8 @@ def main() -> int:
     print(f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; load average {load[0]:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end  ")
-    print(f"Measured copy peak: {peaks.copy_gbps:.1f} GB/s ({peaks.threads} threads)  ")
+    print(f"Measured copy peak: {peaks.copy_gbps:.1f} GB/s ({peaks.threads} threads); heap "
+          f"{'kept' if kept else 'glibc defaults'}  ")
     print()
     print("| task | correct (before, after) | before ms | after ms | copy ms | eager ms | speedup, per round (median "
           "of before / after) | over eager, per round (before, after) | of copy (before, after) | roofline (before, "

@@ -33,6 +33,19 @@ EDGES = {
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],
+    # planes of whole cache lines past the streaming threshold (16 MiB), an odd plane past it, small ones
+    "batchnorm_inference": [{"BATCH": 3, "CHANNELS": 5, "HEIGHT": 7, "WIDTH": 9},
+                            {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 64, "WIDTH": 64},
+                            {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 63, "WIDTH": 65}],
+    "group_norm": [{"BATCH": 17, "CHANNELS": 64, "GROUPS": 8, "HEIGHT": 64, "WIDTH": 64},
+                   {"BATCH": 17, "CHANNELS": 64, "GROUPS": 8, "HEIGHT": 63, "WIDTH": 65}],
+    "add_mul": [{"BATCH": 1, "DIM": 7}, {"BATCH": 2049, "DIM": 2049}],  # a tail; past the streaming threshold, odd
+    "leaky_relu_scale": [{"BATCH": 3, "CHANNELS": 5, "HEIGHT": 7, "WIDTH": 9},
+                         {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 64, "WIDTH": 64},
+                         {"BATCH": 17, "CHANNELS": 62, "HEIGHT": 63, "WIDTH": 65}],
+    "rmsnorm": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1025, "DIM": 4096},
+                                                                {"BATCH": 1025, "DIM": 4100}],
+    "softmax_backward": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1025, "DIM": 4100}],
     # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
     "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
     "silu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
@@ -58,6 +71,7 @@ def test_seed_matches_the_task_on_edge_shapes(name, monkeypatch):
         for key, value in overrides.items():
             monkeypatch.setattr(task, key, value)
         model, candidate = task.Model(*task.get_init_inputs()), seed.ModelNew(*task.get_init_inputs())
+        candidate.load_state_dict(model.state_dict())  # parameters and buffers (batchnorm's), as the evaluator does
         torch.manual_seed(1)
         inputs = task.get_inputs()
         with torch.no_grad():
@@ -83,3 +97,46 @@ def test_seed_propagates_nan_and_inf_as_pytorch_does(name, rows):
         expected, got = task.Model()(x), seed.ModelNew()(x)
     assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf()), name
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), name
+
+
+@pytest.mark.parametrize("name", ["silu", "swiglu"])
+@pytest.mark.parametrize("rows", [2, 1025])
+def test_sigmoid_seeds_match_pytorch_on_special_and_huge_values(name, rows):
+    """silu and swiglu's gate through NaN, +-inf and finite values so large that PyTorch's exp(-x) overflows in fp32
+    (x / inf = -0 there): the clamped exponential must not turn -1e30 into -5e10 nor -inf into -inf (PyTorch: NaN).
+    swiglu's up half holds ordinary values, so what its gate gives shows through."""
+    task = load_module(builtin_task(name), f"huge_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"huge_seed_{name}")
+    values = torch.tensor(SPECIAL + [-1e30, 1e30, -3e38, 3e38, -88.0, -89.0, -1e5, 1e5])
+    torch.manual_seed(1)
+    x = torch.randn(rows, 4100)
+    x[0, :len(values)] = values
+    x[-1, 2050 - len(values) - 1:2049] = values  # in the gate half's masked tail of the last row (swiglu: 2050 wide)
+    with torch.no_grad():
+        expected, got = task.Model()(x), seed.ModelNew()(x)
+    assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf()), name
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), name
+
+
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("window", [(3, 2, 1), (2, 2, 0), (3, 1, 1)])  # the benchmark's (the AVX-512 path), general
+@pytest.mark.parametrize("channels", [2, 400])  # an output below the streaming threshold (4 MiB), and one past it
+def test_pooling_seeds_propagate_nan_and_inf_as_pytorch_does(name, window, channels):
+    """A NaN anywhere in a window makes its output NaN in PyTorch (max pooling: `val > max || isnan(val)`), +-inf
+    win or lose as numbers do. Placed in the first and last rows and columns, on both sides of a 32-column block (the
+    AVX-512 path's even/odd split and the lane it carries across blocks) and in the windows' shared rows, in the first
+    and the last plane."""
+    task = load_module(builtin_task(name), f"pool_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"pool_seed_{name}")
+    torch.manual_seed(1)
+    x = torch.randn(1, channels, 112, 112)
+    spots = [(0, 0), (0, 111), (1, 31), (2, 32), (3, 33), (4, 63), (5, 64), (6, 65), (9, 17), (10, 18), (111, 0),
+             (111, 111), (57, 56), (60, 95), (61, 96)]
+    for plane in (0, channels - 1):
+        for (r, c), v in zip(spots, SPECIAL * 2):
+            x[0, plane, r, c] = v
+    with torch.no_grad():
+        expected, got = task.Model(*window)(x), seed.ModelNew(*window)(x)
+    assert torch.equal(got.isnan(), expected.isnan()), (name, window, int(got.isnan().sum()), int(expected.isnan().sum()))
+    assert torch.equal(got.isinf(), expected.isinf()), (name, window)
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), (name, window)

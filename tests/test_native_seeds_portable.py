@@ -33,7 +33,8 @@ GEMM_FAMILY = [
 # Memory-bound seeds with an AVX-512 fast path (vectorised exponentials, register-only pooling windows, non-temporal
 # stores) and a portable path beside it.
 MEMORY_BOUND = ["avg_pool2d", "max_pool2d", "col_sum", "cross_entropy", "kl_div", "log_softmax", "row_mean", "swiglu",
-                "relu", "silu", "hardswish", "row_sum"]
+                "relu", "silu", "hardswish", "row_sum", "softmax_backward", "add_mul", "batchnorm_inference",
+                "group_norm", "leaky_relu_scale", "rmsnorm"]
 DEFAULT_TOL = 1e-4
 
 pytestmark = pytest.mark.skipif(

@@ -2,8 +2,8 @@
 the benchmark shape, so it stays in L2), dynamic chunks of GROUPS_PER_CHUNK blocks; each block in two passes: one
 over memory that sums x - k and (x - k)^2 per plane (k the block's first element: a shift that keeps the variance
 from cancelling; per-plane float sums gathered in double), then, from L2, each plane's output x * s + t written once
-(s = rstd * weight[c], t = bias[c] - mean * s). AVX-512 with four accumulator pairs, a portable loop where AVX-512
-is missing."""
+(s = rstd * weight[c], t = bias[c] - mean * s), a large output by non-temporal stores (see STREAM_FROM_BYTES).
+AVX-512 with four accumulator pairs, a portable loop where AVX-512 is missing."""
 
 import torch
 import torch.nn as nn
@@ -64,10 +64,20 @@ static void shifted_sums(const float* restrict x, int64_t n, float k, double* re
     *sq += (double)q;
 }
 
+/* An output of STREAM_FROM_BYTES or more whose planes are whole cache lines is written with non-temporal stores (as
+   ops/batchnorm_inference's): it outgrows a 32 MiB last-level cache beside its input anyway, and streaming it saves
+   the read of each output line that an ordinary store makes first. Paired against ordinary stores (260 MiB-L3 Intel
+   VM, 2026-11-24, load 5.4-5.9): 1.45x and 1.50x per round. Each thread fences its streamed stores. */
+#define STREAM_FROM_BYTES (16 << 20)
 void group_norm(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict out,
                 int64_t batch, int64_t channels, int64_t groups, int64_t plane, double eps) {
     int64_t per_group = channels / groups, block = per_group * plane;
-    #pragma omp parallel for schedule(dynamic, GROUPS_PER_CHUNK)
+    int stream = batch * channels * plane * (int64_t)sizeof(float) >= STREAM_FROM_BYTES && plane % 16 == 0
+                 && ((uintptr_t)out & 63) == 0;
+    (void)stream;
+    #pragma omp parallel
+    {
+    #pragma omp for schedule(dynamic, GROUPS_PER_CHUNK) nowait
     for (int64_t bg = 0; bg < batch * groups; ++bg) {
         const float* restrict src = x + bg * block;
         float* restrict dst = out + bg * block;
@@ -84,6 +94,8 @@ void group_norm(const float* restrict x, const float* restrict w, const float* r
 #ifdef __AVX512F__
             __m512 vs = _mm512_set1_ps(s), vt = _mm512_set1_ps(t);
             int64_t i = 0;
+            if (stream)  /* planes are whole cache lines */
+                for (; i + 16 <= plane; i += 16) _mm512_stream_ps(o + i, _mm512_fmadd_ps(_mm512_loadu_ps(in + i), vs, vt));
             for (; i + 16 <= plane; i += 16) _mm512_storeu_ps(o + i, _mm512_fmadd_ps(_mm512_loadu_ps(in + i), vs, vt));
             if (i < plane) {  /* masked stores are slow on some CPUs (AMD Zen 4): only the tail uses one */
                 __mmask16 m = tail16(plane - i);
@@ -93,6 +105,10 @@ void group_norm(const float* restrict x, const float* restrict w, const float* r
             for (int64_t i = 0; i < plane; ++i) o[i] = in[i] * s + t;
 #endif
         }
+    }
+#ifdef __AVX512F__
+    _mm_sfence();
+#endif
     }
 }
 """

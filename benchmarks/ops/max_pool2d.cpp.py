@@ -5,7 +5,8 @@ vectors (masked loads past the width read -inf: padding never wins, as in PyTorc
 columns by two permutes, and each output's window is the max of even, odd and the odd column before it (one lane
 shift that carries across blocks); a large output goes plane by plane through an L1 buffer and out with non-temporal
 stores (see STREAM_FROM_BYTES). Other windows, and CPUs without AVX-512, take the general path: the max of the
-window's rows column by column into a line (vectorised), then each window's max along it."""
+window's rows column by column into a line (vectorised), then each window's max along it. On both paths a NaN in a
+window makes its output NaN, as in PyTorch (see max_nan16 and MAX)."""
 
 import torch
 import torch.nn as nn
@@ -15,10 +16,25 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #define CHUNK 16
-#define MAX(a, b) ((b) > (a) ? (b) : (a))
+/* NaN wins, as in PyTorch's max pooling: a NaN anywhere in a window makes its output NaN. NaN is tested on the bits
+   (an exponent of all ones and a mantissa that is not zero). */
+static inline int is_nan(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return (bits & 0x7FFFFFFFu) > 0x7F800000u;
+}
+#define MAX(a, b) ((b) > (a) || is_nan(b) ? (b) : (a))
 #ifdef __AVX512F__
 #include <immintrin.h>
+/* max(a, b) that keeps a NaN of either: vmaxps returns its second operand when either is NaN, so it is asked only
+   in the lanes where a is not NaN (an ordered compare of a with itself); the others keep a. Two instructions where
+   a plain max takes one. Not for -ffast-math builds: gcc may swap vmaxps' operands there (measured: such a build
+   lost 2 of 7 NaN outputs; MAX's bit test kept them). */
+static inline __m512 max_nan16(__m512 a, __m512 b) {
+    return _mm512_mask_max_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a, b);
+}
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 /* An output of STREAM_FROM_BYTES or more whose planes are whole cache lines (the benchmark's 56 x 56 outputs are 196)
@@ -52,17 +68,17 @@ static void pool_row_3s2(const float* restrict src, float* restrict dst, int64_t
         __mmask16 kl = tail16(w - c), kh = tail16(w - c - 16 > 0 ? w - c - 16 : 0);
         __m512 lo = _mm512_mask_loadu_ps(ninf, kl, r0 + c), hi = _mm512_mask_loadu_ps(ninf, kh, r0 + c + 16);
         if (rows > 1) {
-            lo = _mm512_max_ps(lo, _mm512_mask_loadu_ps(ninf, kl, r1 + c));
-            hi = _mm512_max_ps(hi, _mm512_mask_loadu_ps(ninf, kh, r1 + c + 16));
+            lo = max_nan16(lo, _mm512_mask_loadu_ps(ninf, kl, r1 + c));
+            hi = max_nan16(hi, _mm512_mask_loadu_ps(ninf, kh, r1 + c + 16));
         }
         if (rows > 2) {
-            lo = _mm512_max_ps(lo, _mm512_mask_loadu_ps(ninf, kl, r2 + c));
-            hi = _mm512_max_ps(hi, _mm512_mask_loadu_ps(ninf, kh, r2 + c + 16));
+            lo = max_nan16(lo, _mm512_mask_loadu_ps(ninf, kl, r2 + c));
+            hi = max_nan16(hi, _mm512_mask_loadu_ps(ninf, kh, r2 + c + 16));
         }
         __m512 e = _mm512_permutex2var_ps(lo, even, hi), o = _mm512_permutex2var_ps(lo, odd, hi);
         __m512 prev = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(o), _mm512_castps_si512(carry), 15));
         carry = o;
-        __m512 m = _mm512_max_ps(_mm512_max_ps(prev, e), o);
+        __m512 m = max_nan16(max_nan16(prev, e), o);
         if (ox + 16 <= ow) _mm512_storeu_ps(dst + ox, m);
         else _mm512_mask_storeu_ps(dst + ox, tail16(ow - ox), m);
     }

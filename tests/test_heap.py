@@ -1,0 +1,44 @@
+"""evaluator/heap.py: with the C heap kept, a large output freed and allocated again is soon the same memory, not
+fresh pages; with glibc's defaults it is fresh pages every time (past 32 MiB glibc maps each allocation afresh). Run in child
+processes: the setting is process-wide and would stay with the test session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = """
+import sys
+import torch
+from evaluator.heap import keep_freed_memory, minor_faults
+kept = keep_freed_memory() if sys.argv[1] == "kept" else False
+faults = []
+for _ in range(16):  # the kept heap settles after a few calls (8 here: allocator bins, small objects between)
+    before = minor_faults()
+    out = torch.empty(48 << 18)  # 48 MiB of floats, written once as a kernel's output would be
+    out.fill_(1.0)
+    faults.append(minor_faults() - before)
+    del out
+print(kept, faults[-1])
+"""
+
+
+def probe(mode: str) -> tuple[bool, int]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    kept, faults = proc.stdout.split()
+    return kept == "True", int(faults)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_kept_heap_reuses_a_large_output_where_glibc_faults_it_in_afresh():
+    kept, kept_faults = probe("kept")
+    _, default_faults = probe("glibc")
+    assert kept
+    assert default_faults >= (48 << 20) // 4096 // 2  # most of the 12,288 pages, every call
+    assert kept_faults < 100
