@@ -11,6 +11,8 @@ Every file in tests/cheats is a candidate with a comment header (one space after
     # canary-port: 47821 47822        optional: ports it tries to reach on 127.0.0.1; the test listens, nothing may connect
     # canary-process: marker          optional: argv[0] of processes it spawns; none may outlive the evaluation
     # slow: true                      optional: marks the test slow (it waits for a timeout or builds CUDA code)
+    # reason: words                   optional, repeatable: words the verdict's reason must hold, where several
+                                      defences would refuse it and the case exists for one of them
 
 Honest candidates in tests/honest use the same header; `expect-without-gpu` gives the status where CUDA is missing (for
 a cheat: where the CPU interpreter's watch of every call leaves it no way to tell checked calls from timed ones, so it
