@@ -13,11 +13,12 @@ import contextlib
 import dataclasses
 import secrets
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 from evaluator import policy
 from evaluator.build_cache import BuildCache
@@ -194,11 +195,12 @@ class LocalEvaluator:
                 # its zygote still starting. The reference's fork runs in a helper thread: its zygote is never under
                 # bubblewrap, whose --die-with-parent would follow a thread that restarted it.
                 load = self._task_load(task, candidate, kind)
-                starting = _Started(self._start_reference, kind, cfg, task, load)
-                try:
-                    cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task)
-                finally:
-                    ref = starting.result()
+                with ThreadPoolExecutor(1, thread_name_prefix="opforge-reference-start") as pool:
+                    starting = pool.submit(self._start_reference, kind, cfg, task, load)
+                    try:
+                        cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task)
+                    finally:
+                        ref = starting.result()
                 loaded = self._load(candidate, cfg, kind, load, ref, cand)
             progress["load"] = loaded.load
             result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded)
@@ -380,29 +382,6 @@ class LocalEvaluator:
 
 def _speedup(m: Measurement) -> float:
     return m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
-
-
-class _Started:
-    """`fn(*args)` running in a helper thread; `result()` waits for it and returns its value or raises its error."""
-
-    def __init__(self, fn: Callable[..., WorkerConnection], *args: Any):
-        self._value: WorkerConnection | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., WorkerConnection], args: tuple[Any, ...]) -> None:
-        try:
-            self._value = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by `result`
-            self._error = exc
-
-    def result(self) -> WorkerConnection:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
 
 
 _default: LocalEvaluator | None = None
