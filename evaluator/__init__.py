@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 _WHERE = {
     "Candidate": "evaluator.candidate", "CandidateFileError": "evaluator.candidate",
     "load_candidate": "evaluator.candidate", "EvalConfig": "evaluator.config",
-    "LocalEvaluator": "evaluator.evaluate", "TaskReport": "evaluator.evaluate",
+    "LocalEvaluator": "evaluator.evaluate", "TaskReport": "evaluator.task_check",
     "default_evaluator": "evaluator.evaluate", "evaluate": "evaluator.evaluate",
     "DeviceInfo": "evaluator.result", "EvalResult": "evaluator.result", "Status": "evaluator.result",
     "Timing": "evaluator.result", "Task": "evaluator.task", "TaskError": "evaluator.task",
@@ -27,7 +27,8 @@ __all__ = sorted(_WHERE)
 if TYPE_CHECKING:
     from evaluator.candidate import Candidate, CandidateFileError, load_candidate
     from evaluator.config import EvalConfig
-    from evaluator.evaluate import LocalEvaluator, TaskReport, default_evaluator, evaluate
+    from evaluator.evaluate import LocalEvaluator, default_evaluator, evaluate
+    from evaluator.task_check import TaskReport
     from evaluator.result import DeviceInfo, EvalResult, Status, Timing
     from evaluator.task import Task, TaskError, load_task
 

@@ -15,7 +15,6 @@ import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -28,38 +27,21 @@ from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.commands import Check, Load, Profile, Run
 from evaluator.connection import Refused, WorkerConnection, close_all, closed_meanwhile
-from evaluator.degenerate_probes import probe_task
+from evaluator.clock_confirmation import confirm_speedup, speedup_of
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
-from evaluator.measure import (ClockDisagreement, Measurement, clock_keeps_time, fresh_seed, measure,
-                               outer_per_call_ms, time_alone)
+from evaluator.measure import ClockDisagreement, clock_keeps_time, fresh_seed, measure, time_alone
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
-from evaluator.trials import (Checked, Confirmed, Loaded, Profiled, Timed, plan, recheck_timed,
+from evaluator.task_check import TaskReport, check_task
+from evaluator.trials import (Checked, Loaded, Profiled, Timed, plan, recheck_timed,
                               refuse_other_work_when_timed, run_trials)
 from evaluator.warm_start import WarmZygotes, hidden_caches
 
 CPU_TIME_SLACK_S = 60
-OUTER_ROUNDS = 3  # re-measures by the driver's clock before a >suspicious_speedup claim is refused
-META_NOTE = "shapes only: the degenerate-task checks need real values (run without --meta; the CPU by default)"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskReport:
-    """What `task check` found: the variants and the shapes and dtypes going in and out, and on a real device the
-    degenerate-task findings (outputs a constant or a stored result reproduces, inputs or weights it ignores)."""
-
-    variants: tuple[dict[str, Any], ...]
-    inputs: tuple[tuple[dict[str, Any], ...], ...]
-    outputs: tuple[tuple[dict[str, Any], ...], ...]
-    ops: tuple[str, ...]
-    device: str
-    degenerate: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    degenerate_checked: bool = False  # False on the meta device: values are unknown there
 
 
 class LocalEvaluator:
@@ -119,56 +101,8 @@ class LocalEvaluator:
     # -- task check -----------------------------------------------------------------------------------------------
     def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0,
                    interpreter_shape: bool = False) -> TaskReport:
-        """Load the task in the trusted reference worker and run it once per shape variant; on a real device, also
-        run the degenerate-task check on the benchmark shape (a second seed, each input redrawn alone, another init
-        seed: 2 + one run per input). On the meta device (shapes only), a task that needs real values (`.item()`,
-        data-dependent shapes) is run on the CPU instead, still shapes only. With `interpreter_shape`, the benchmark
-        shape is the task's INTERPRETER_SHAPE where it has one: the shapes a Triton kernel on a CPU was checked at."""
-        if device == "meta":
-            try:
-                report = self._check_task(task, "meta", timeout_s, probe=False, interpreter_shape=interpreter_shape)
-            except TaskError as meta_error:
-                try:
-                    report = self._check_task(task, "cpu", timeout_s, probe=False,
-                                              interpreter_shape=interpreter_shape)
-                except TaskError as cpu_error:
-                    on_cpu = str(cpu_error).removeprefix(f"{task.label}: ")
-                    if on_cpu in str(meta_error):
-                        raise meta_error from None
-                    raise TaskError(f"{meta_error} (and on the CPU: {on_cpu})") from None
-                report = dataclasses.replace(report, device="cpu (the meta device could not run it)")
-            return dataclasses.replace(report, notes=report.notes + (META_NOTE,))
-        return self._check_task(task, device, timeout_s, probe=True)
-
-    def _check_task(self, task: Task, device: str, timeout_s: float, probe: bool,
-                    interpreter_shape: bool = False) -> TaskReport:
-        kind = device if device == "meta" else resolve_device(device)
-        nonce = secrets.token_hex(16)
-        conn = self._connect("cpu" if kind == "meta" else kind, "reference", nonce, EvalConfig(), task)
-        try:
-            reply, _ = conn.request(Load(task_source=task.source, task_name=task.name, device=kind,
-                                         init_seeds=(fresh_seed(),) * 64, interpreter_shape=interpreter_shape),
-                                    timeout_s, "loading")
-            n = int(reply["variants"])
-            inputs, outputs, ops = [], [], set()
-            base_seed, base = fresh_seed(), list[Any]()
-            for v in range(n):
-                r, got = conn.request(Run(variant=v, seed=base_seed if v == 0 else fresh_seed(), trace=v == 0,
-                                          describe_inputs=True), timeout_s, f"running shape variant {v}")
-                inputs.append(tuple(r.get("inputs", ())))
-                outputs.append(tuple(r["outputs"]))
-                ops.update(r.get("ops", []))
-                base = got if v == 0 else base
-            variants = tuple(dict(v) for v in reply.get("variant_overrides", [{}] * n))
-            report = TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
-            if not probe or kind == "meta":
-                return report
-            findings, notes = probe_task(conn, timeout_s, base_seed, base, inputs[0], reply.get("tolerance"))
-            return dataclasses.replace(report, degenerate=tuple(findings), notes=tuple(notes), degenerate_checked=True)
-        except Refused as exc:
-            raise TaskError(f"{task.label}: {exc.reason}") from None
-        finally:
-            conn.close()
+        """`task_check.check_task` with this evaluator's reference zygotes."""
+        return check_task(self._connect, task, device, timeout_s, interpreter_shape)
 
     # -- evaluation -----------------------------------------------------------------------------------------------
     def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig = EvalConfig()) -> EvalResult:
@@ -241,12 +175,12 @@ class LocalEvaluator:
         # The candidate's timer clock, read twice 50 ms apart while its worker waits; unless the speedup must be
         # confirmed by the driver's clock, the reference is done and is closed meanwhile (its zygote kills and reaps
         # it: tens of ms that the candidate's idle wait no longer adds to).
-        suspicious = _speedup(timed.measurement) > cfg.suspicious_speedup
+        suspicious = speedup_of(timed.measurement) > cfg.suspicious_speedup
         with contextlib.nullcontext() if suspicious else closed_meanwhile(ref):
             clock_keeps_time(cand, cfg)
         if wrong is not None:
             return EvalResult(Status.INCORRECT, wrong, device=dev, trials=checked.trials)
-        confirmed = self._confirm_speedup(ref, cand, cfg, kind, timed.measurement)
+        confirmed = confirm_speedup(ref, cand, cfg, timed.measurement, lambda what: self._timed(kind, what))
         if not confirmed.ok:
             return EvalResult(Status.REJECTED, f"a {confirmed.speedup:.1f}x speedup by the worker's timer is only "
                                                f"{confirmed.outer_speedup:.1f}x by the driver's own clock (timer "
@@ -319,26 +253,6 @@ class LocalEvaluator:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)
         return Timed(m, cand_energy, ref_energy)
 
-    def _confirm_speedup(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
-                         m: Measurement) -> Confirmed:
-        """Above the suspicious threshold, the speedup re-measured by the driver's own clock. That clock also sees
-        costs outside the worker's timer (garbage collection, launch queues), so only a claim four times above what
-        it can confirm is refused: forged timings claim orders of magnitude. Its noise on small tasks can miss an
-        honest claim, so a miss is re-measured (up to three rounds): any round that confirms is enough; a forged
-        claim fails all of them."""
-        speedup = _speedup(m)
-        if speedup <= cfg.suspicious_speedup:
-            return Confirmed(speedup)
-        outer_speedup = 0.0
-        for _ in range(OUTER_ROUNDS):
-            with self._timed(kind, "the driver's clock check"):
-                outer_ref = outer_per_call_ms(ref, m.reference_ms.median_ms, cfg)
-                outer_cand = outer_per_call_ms(cand, m.candidate_ms.median_ms, cfg)
-            outer_speedup = max(outer_speedup, outer_ref / max(outer_cand, 1e-6))
-            if outer_speedup * 4 >= speedup:
-                break
-        return Confirmed(speedup, suspicious=True, outer_speedup=outer_speedup, ok=outer_speedup * 4 >= speedup)
-
     def _profile(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, cand: WorkerConnection,
                  load: Load, backend: str | None) -> Profiled:
         """The PyTorch profiler's table and, on a CUDA device, Nsight Compute's metrics (`--profile`); for native
@@ -378,10 +292,6 @@ class LocalEvaluator:
             return None  # a baseline that torch.compile cannot build is reported as absent
         finally:
             conn.close()
-
-
-def _speedup(m: Measurement) -> float:
-    return m.reference_ms.median_ms / max(m.candidate_ms.median_ms, 1e-9)
 
 
 _default: LocalEvaluator | None = None

@@ -195,16 +195,6 @@ class Timed:
 
 
 @dataclass(frozen=True, slots=True)
-class Confirmed:
-    """The worker's speedup and, above the suspicious threshold, what the driver's clock made of it."""
-
-    speedup: float
-    suspicious: bool = False
-    outer_speedup: float = 0.0
-    ok: bool = True
-
-
-@dataclass(frozen=True, slots=True)
 class Profiled:
     metrics: dict[str, float]
     ncu_problem: str | None = None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from benchmarks.kernelbench import problems
 from evaluator import TaskError, TaskReport, default_evaluator, load_task
-from evaluator.evaluate import META_NOTE
+from evaluator.task_check import META_NOTE
 from opforge.errors import UsageError
 from opforge.cli.commands.eval import require_device
 
