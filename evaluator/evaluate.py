@@ -192,6 +192,7 @@ class LocalEvaluator:
             f"; {confirmed.speedup:.1f}x is above the suspicious threshold and was confirmed by the driver's clock "
             f"({confirmed.outer_speedup:.1f}x there)" if confirmed.suspicious else "")
         reason += loaded.shape_note
+        reason += f"; {m.contention.note()}" if m.contention is not None and m.contention.contended else ""
         reason += f"; no Nsight Compute metrics: {profiled.ncu_problem}" if profiled.ncu_problem else ""
         reason += f"; {profiled.perf_note}" if profiled.perf_note else ""
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,

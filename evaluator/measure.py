@@ -21,6 +21,8 @@ import torch
 from evaluator.commands import Batch, Check, Clock, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
+from evaluator.contention import Contention, Round, choose, wants_more_rounds
+from evaluator.other_work import Meter, OtherWork
 from evaluator.result import Status, Timing
 from evaluator.timing import median_standard_error_ms
 
@@ -41,6 +43,9 @@ PRECISION_FLOOR_MS = {"cpu": 1e-3, "cuda": 0.5e-3}
 # so that more calls could cut the median's error by 8% at most.
 DRIFT_SHARE = 0.4
 DRIFT_BLOCKS = 2 * MIN_BLOCKS
+# Rounds (one block of each side) during which other work kept cores busy are left out where MIN_BLOCKS quiet ones
+# remain; up to EXTRA_ROUNDS more rounds are timed to reach that where some were quiet already (contention.py).
+EXTRA_ROUNDS = MIN_BLOCKS
 
 
 def precision_floor_ms(device_kind: str) -> float:
@@ -53,6 +58,7 @@ class SideRecord:
     walls_ms: list[float] = field(default_factory=list)
     block_walls_ms: list[float] = field(default_factory=list)  # per block, the median of its calls' walls
     block_medians_ms: list[float] = field(default_factory=list)  # per block of MIN_BLOCK_CALLS or more, its median
+    block_spans: list[tuple[int, int]] = field(default_factory=list)  # per block, its calls' range in samples_ms
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
     spent_s: float = 0.0
     blocks: int = 0
@@ -101,22 +107,30 @@ class SideRecord:
         se_ms, _ = median_standard_error_ms(self.samples_ms)
         return se_ms < DRIFT_SHARE * self.drift_se_ms()
 
-    def drift_se_ms(self) -> float:
+    def drift_se_ms(self, block_medians_ms: list[float] | None = None) -> float:
         """The median's error that the drift between blocks leaves: the spread (standard deviation) of the blocks'
         medians over the square root of their number, from MIN_BLOCKS blocks of at least MIN_BLOCK_CALLS calls on
         (0 before). It contains the calls' own error too, so it is never below it in expectation: DRIFT_SHARE of it
         is reached only where the drift dominates (without drift, by chance, in about 1% of sides: simulated in
         tests/test_measure_settle.py)."""
-        k = len(self.block_medians_ms)
-        return statistics.stdev(self.block_medians_ms) / math.sqrt(k) if k >= MIN_BLOCKS else 0.0
+        medians = self.block_medians_ms if block_medians_ms is None else block_medians_ms
+        k = len(medians)
+        return statistics.stdev(medians) / math.sqrt(k) if k >= MIN_BLOCKS else 0.0
 
-    def timing(self) -> Timing:
-        """The side's summary; its `se_ms` is the larger of the calls' error and the drift's (`drift_se_ms`): the
-        precision its median really has, which the stored figure and a reader's comparison should see."""
-        t = Timing.from_samples(self.samples_ms)
+    def timing(self, blocks: list[int] | None = None) -> Timing:
+        """The side's summary, over every call or over the calls of `blocks` alone (the quiet rounds'); its `se_ms`
+        is the larger of the calls' error and the drift's between those blocks (`drift_se_ms`): the precision its
+        median really has, which the stored figure and a reader's comparison should see."""
+        if blocks is None:
+            samples, medians = self.samples_ms, None
+        else:
+            spans = [self.block_spans[b] for b in blocks]
+            samples = [x for a, b in spans for x in self.samples_ms[a:b]]
+            medians = [statistics.median(self.samples_ms[a:b]) for a, b in spans if b - a >= MIN_BLOCK_CALLS]
+        t = Timing.from_samples(samples)
         if t.se_ms is None:
             return t
-        return dataclasses.replace(t, se_ms=max(t.se_ms, self.drift_se_ms()))
+        return dataclasses.replace(t, se_ms=max(t.se_ms, self.drift_se_ms(medians)))
 
     def deep_check_after(self) -> bool:
         """Whether the block now ending compares the whole dispatch table (about 45 ms in the candidate's worker):
@@ -136,6 +150,7 @@ class Measurement:
     candidate_ms: Timing
     kept: list[tuple[int, list[torch.Tensor]]]
     candidate_kernels: dict[str, int] = field(default_factory=dict)  # fewest launches per kernel in a timed call
+    contention: Contention | None = None
 
 
 def fresh_seed() -> int:
@@ -188,6 +203,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     elapsed = time.perf_counter() - start
     rec.spent_s += elapsed
     rec.blocks += 1
+    rec.block_spans.append((len(rec.samples_ms) - calls, len(rec.samples_ms)))
     rec.walls_ms += walls_ms
     if walls_ms:
         rec.block_walls_ms.append(statistics.median(walls_ms))
@@ -196,8 +212,10 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
 
 
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
-            device_kind: str) -> Measurement:
-    """Both sides timed; energy is metered separately (energy.py)."""
+            device_kind: str, other_work: Meter | None = None) -> Measurement:
+    """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
+    work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one)."""
+    meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
     floor_ms = precision_floor_ms(device_kind)
     ref = SideRecord(floor_ms=floor_ms)
     cand = SideRecord(floor_ms=floor_ms, deep_check_block=random.randrange(DEEP_CHECK_BLOCKS))
@@ -208,17 +226,38 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     # machine's other work, and so did a side that had settled leaving the other's last blocks back to back). A side
     # that is done but not exhausted keeps pace with short blocks (a settled block ends after MIN_BLOCK_CALLS).
     random.shuffle(sides)
+    rounds: list[Round] = []
     for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        for conn, rec, keeps in sides:
-            if not rec.exhausted(cfg):
-                _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+        rounds.append(_round(sides, ref, cand, cfg, meter))
+    # Other work came and went: a few rounds more to replace the contended ones, where some rounds were quiet (a
+    # machine busy throughout has none to offer, and its evaluations should not pay for rounds that cannot help).
+    for _ in range(EXTRA_ROUNDS):
+        if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
+            break
+        rounds.append(_round(sides, ref, cand, cfg, meter))
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, first=False)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
-    return Measurement(ref.timing(), cand.timing(), cand.kept, cand.kernels or {})
+    chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
+                    cfg.min_reps)
+    return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), cand.kept,
+                       cand.kernels or {}, chosen.contention)
+
+
+def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecord, cand: SideRecord,
+           cfg: EvalConfig, meter: Meter | None) -> Round:
+    """One block of each side that is not exhausted, in the evaluation's order, metered for other work."""
+    if meter is not None:
+        meter.start()
+    ran: dict[int, int] = {}
+    for conn, rec, keeps in sides:
+        if not rec.exhausted(cfg):
+            _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+            ran[id(rec)] = rec.blocks - 1
+    return Round(ran.get(id(ref)), ran.get(id(cand)), meter.cores() if meter is not None else None)
 
 
 def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Timing:

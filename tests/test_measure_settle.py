@@ -16,6 +16,19 @@ from evaluator.measure import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
 from evaluator.result import EvalResult, Status, Timing, median_standard_error_ms
 
 
+class Quiet:
+    """A meter of the machine's other work that never sees any (the real one reads this machine's load)."""
+
+    def start(self) -> None:
+        pass
+
+    def cores(self) -> float | None:
+        return 0.0
+
+
+QUIET = Quiet()
+
+
 class FakeWorker:
     """Answers the driver's timing protocol (`measure._block`) with calls drawn around `median_ms`, spread by
     `spread` (uniform, relative), without running anything: records which blocks were asked for a deep check."""
@@ -48,7 +61,7 @@ def test_a_side_of_microsecond_calls_settles_on_the_precision_floor_not_on_its_t
     (1 us) after its first blocks. The side used to run to its cap (or `max_reps`) every time."""
     cfg = EvalConfig(max_timing_s=600.0, max_reps=1000)  # no time cap in reach: only the rule can end a side
     ref, cand = FakeWorker(0.010, 0.4, 1), FakeWorker(0.012, 0.4, 2)
-    m = measure.measure(ref, cand, cfg, "cpu")  # type: ignore[arg-type] # the protocol's fake
+    m = measure.measure(ref, cand, cfg, "cpu", QUIET)  # type: ignore[arg-type] # the protocol's fake
     for timing in (m.reference_ms, m.candidate_ms):
         assert timing.reps < 100
         assert timing.se_ms is not None and timing.se_ms < precision_floor_ms("cpu")
@@ -105,7 +118,7 @@ def test_the_candidates_worker_is_asked_for_one_deep_check_during_timing():
     for seed in range(8):
         ref, cand = FakeWorker(0.010, 0.4, seed), FakeWorker(0.010, 0.4, 100 + seed)
         random.seed(seed)
-        measure.measure(ref, cand, cfg, "cpu")  # type: ignore[arg-type]
+        measure.measure(ref, cand, cfg, "cpu", QUIET)  # type: ignore[arg-type]
         assert ref.deep_checks == []
         assert len(cand.deep_checks) <= 1 and all(b < DEEP_CHECK_BLOCKS for b in cand.deep_checks)
         if cand.blocks >= DEEP_CHECK_BLOCKS:
