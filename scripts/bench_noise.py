@@ -65,9 +65,13 @@ def print_blocks(run: int, speedup: float) -> None:
     BLOCKS.clear()
 
 
+CONTENDED: list[str] = []  # per evaluation whose timing rounds other work shared: the verdict's note about it
+
+
 def evaluator_runs(task_name: str, runs: int, timing_s: float,
                    samples: bool = False) -> list[tuple[float, float]]:
-    """(reference median ms, candidate median ms) for each of `runs` warm evaluations of the task's native seed."""
+    """(reference median ms, candidate median ms) for each of `runs` warm evaluations of the task's native seed; the
+    notes of those whose timing rounds other work on the machine shared go to CONTENDED."""
     task_path = builtin_task(task_name)
     task = load_task(task_path)
     cand = load_candidate(seed_path(task_path, "cpp"), origin="seed")
@@ -84,6 +88,7 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float,
             if not r.ok:
                 raise SystemExit(f"{task_name}: {r.status.value}: {r.reason}")
             pairs.append((r.reference_ms.median_ms, r.candidate_ms.median_ms))
+            CONTENDED.extend(n for n in r.reason.split("; ") if n.startswith("other work on the machine"))
             if samples:
                 print_blocks(i, pairs[-1][0] / pairs[-1][1])
         return pairs
@@ -169,8 +174,13 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     if args.samples:
         record_blocks()
+    contended = []
     for name in args.tasks.split(",") if args.runs > 0 else []:
+        CONTENDED.clear()
         pairs = evaluator_runs(name.strip(), args.runs, args.timing_s, args.samples)
+        left_out = sum("left out" in n for n in CONTENDED)
+        contended.append(f"{name}: {len(CONTENDED)} of {len(pairs)} evaluations had timing rounds that other work "
+                         f"shared ({left_out} of them timed from their quiet rounds alone)")
         refs, cands = [p[0] for p in pairs], [p[1] for p in pairs]
         speedups = [r / c for r, c in pairs]
         eager_ms, seed_ms = in_process_ms(name.strip(), budget_s=3.0)
@@ -178,6 +188,8 @@ def main() -> int:
               f"| {statistics.median(cands):.2f} ({cv_percent(cands):.1f}%) "
               f"| {statistics.median(speedups):.2f}x ({cv_percent(speedups):.1f}%, {min(speedups):.2f}-"
               f"{max(speedups):.2f}) | {eager_ms:.2f} | {seed_ms:.2f} | {eager_ms / seed_ms:.2f}x |", flush=True)
+    for line in contended:
+        print(line)
     for name in args.tasks.split(",") if args.contend else []:
         contention(name.strip(), args.contend)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
