@@ -336,14 +336,16 @@ class Worker:
 
     def _timed_watch(self, seen: dict[str, Any]) -> contextlib.AbstractContextManager:
         """The watch around a timed or batched call, in both roles (unless --allow-torch): the profiler's record of
-        every ATen operator (and, for a candidate that names Triton, the copy grants) runs inside the timed marks,
-        so the reference's calls pay it too, operator for operator; what it sees there is never judged. (Until
+        every ATen operator runs inside the timed marks, so the reference's calls pay it too, operator for operator;
+        what it sees there is never judged. (Until
         2026-11-24 the reference paid an empty watch after each call instead: the same wall for the driver's
         clocks, but a native candidate's marks held about 20 us a call that the reference's did not.)"""
         if not self.require_kernels:
             return contextlib.nullcontext()
-        # The torch.compile baseline without the grants' dispatch mode, under which its graph would not run as built.
-        grants = self.copy_grants and not self.compiled
+        # The copy grants in the candidate's worker only: the first operator through a dispatch mode imports dynamo
+        # (1-2 s of CPU), which the reference's zygote does not hold (`op_trace.py`); an interpreted Triton call,
+        # the only kind that runs with them, takes milliseconds beside their few microseconds an operator.
+        grants = self.copy_grants and self.enforce
         return call_watch.watched(self.guards, self.guards.stores_accounted, seen, grants)
 
     def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
