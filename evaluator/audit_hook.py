@@ -45,6 +45,10 @@ _FRAME_USERS: dict[str, dict[str, frozenset[str]]] = {
                                                  "torch/jit/frontend.py", "torch/jit/_recursive.py"})},
 }
 
+# Frame users that would hand out the reprs of the locals of every frame they walk when asked to (the argument that
+# asks): traceback's `StackSummary.extract(walk_stack(None), capture_locals=True)` is the harness's stack as text.
+_LOCALS_CAPTURE = {"traceback.py": "capture_locals"}
+
 
 def install(refusals: list[str], candidate_module: str) -> None:
     """While untrusted code (the candidate's file, code it generates) is on the stack, refuse frame, object-graph,
@@ -80,7 +84,10 @@ def install(refusals: list[str], candidate_module: str) -> None:
         return rel if rel in endings else ""
 
     def standard_library(module: types.ModuleType) -> bool:
-        real = realpath(str(getattr(module, "__file__", "") or ""))
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str):
+            return False
+        real = file if file.startswith(stdlib_root) else realpath(file)  # the usual case needs no realpath
         return real.startswith(stdlib_root) and not real.startswith(site_roots)
 
     genuine = GenuineGlobals(realpath)  # the module dicts loaded before the candidate, and lazy imports' own
@@ -88,9 +95,10 @@ def install(refusals: list[str], candidate_module: str) -> None:
     # library's modules they hold, and the builtins, as bound now.
     relied_on = set(table) | {c for v in table.values() for cs in v.values() for c in cs} | {
         "evaluator/native.py", "ctypes/__init__.py"}
-    fingerprint = ModuleFingerprint([m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType) and
-                                     ends_in(str(getattr(m, "__file__", "") or "<none>"), relied_on)] + [builtins],
-                                    standard_library)
+    tails = tuple(os.sep + name for name in relied_on)  # a cheap filter first: realpath costs ~30 us a module
+    files = [(m, f) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType) and
+             isinstance(f := getattr(m, "__file__", None), str) and f.endswith(tails)]
+    fingerprint = ModuleFingerprint([m for m, f in files if ends_in(f, relied_on)] + [builtins], standard_library)
 
     def trusted(filename: str) -> bool:
         known = trusted_files.get(filename)
@@ -106,6 +114,15 @@ def install(refusals: list[str], candidate_module: str) -> None:
             frame_users[filename] = key
         return key
 
+    def captures_locals(frame: Any, key: str) -> bool:
+        """Whether a frame of this run of `key`'s frames (the asking one and its callers in the same file) was asked
+        to capture locals."""
+        while frame is not None and user_key(frame.f_code.co_filename) == key:
+            if frame.f_locals.get(_LOCALS_CAPTURE[key]):
+                return True
+            frame = frame.f_back
+        return False
+
     def allowed_user(frame: Any) -> bool:
         """Whether `frame`, the code asking, is a known frame user running with its own module's globals, called
         the way that keeps frames inside it (a function returning frames only to its own package's callers, each
@@ -116,6 +133,8 @@ def install(refusals: list[str], candidate_module: str) -> None:
             key = user_key(code.co_filename)
             if not key or not genuine.holds(frame.f_globals, code.co_filename, own=True):
                 return False
+            if key in _LOCALS_CAPTURE and captures_locals(frame, key):
+                return False  # the reprs of every local of the frames it walks: the channel's nonce and socket
             callers = table[key].get(code.co_name, table[key].get("*"))
             if callers is None:
                 return False

@@ -66,14 +66,19 @@ class ModuleFingerprint:
 
     def __init__(self, modules: Iterable[types.ModuleType], follow: Callable[[types.ModuleType], bool]) -> None:
         seen: dict[int, types.ModuleType] = {}
+        judged: dict[int, bool] = {}  # module id -> follow's answer, asked once per module
         todo = [m for m in modules if isinstance(m, types.ModuleType)]
         while todo:
             module = todo.pop()
             if id(module) in seen:
                 continue
             seen[id(module)] = module
-            todo.extend(v for v in vars(module).values()
-                        if isinstance(v, types.ModuleType) and id(v) not in seen and follow(v))
+            for value in list(vars(module).values()):
+                if isinstance(value, types.ModuleType) and id(value) not in seen:
+                    if id(value) not in judged:
+                        judged[id(value)] = follow(value)
+                    if judged[id(value)]:
+                        todo.append(value)
         self._entries: list[tuple[str, dict[str, Any], tuple[str, ...], tuple[Any, ...]]] = []
         for module in seen.values():
             space = vars(module)

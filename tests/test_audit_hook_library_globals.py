@@ -59,6 +59,9 @@ CHILD = textwrap.dedent('''
         "frame user, module restored": attempt(lambda: library_utils.get_source(1)),
         "inspect through _jit_internal, called by the candidate":
             attempt(lambda: jit_internal.createResolutionCallbackFromFrame(1)),
+        "traceback's text of the stack": attempt(lambda: __import__("traceback").format_stack()),
+        "traceback's text with every local": attempt(lambda: __import__("traceback").StackSummary.extract(
+            __import__("traceback").walk_stack(None), capture_locals=True)),
     }
 
     # Library code alone on a thread's stack: allowed with its own globals, refused with foreign ones.
@@ -93,11 +96,13 @@ def test_library_code_counts_only_with_its_own_unpatched_globals(tmp_path):
         "frame user, module patched": "refused",
         "frame user, module restored": "allowed",
         "inspect through _jit_internal, called by the candidate": "refused",
+        "traceback's text of the stack": "allowed",
+        "traceback's text with every local": "refused",
         "library alone, own globals": "allowed",
         "library alone, foreign globals": "refused",
         "library alone, module patched": "refused",
     }
-    assert len(report["refusals"]) == 5 and all("sys._getframe" in r for r in report["refusals"])
+    assert len(report["refusals"]) == 6 and all("sys._getframe" in r for r in report["refusals"])
 
 
 def test_genuine_globals_are_module_dicts_only():
