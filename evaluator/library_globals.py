@@ -20,6 +20,9 @@ from typing import Any
 
 # Values whose rebinding changes what library code calls: modules, functions, classes, builtins.
 _CALLABLE_KINDS = (types.ModuleType, types.FunctionType, type, types.BuiltinFunctionType)
+# Hooks the standard library expects to be rebound (`warnings.catch_warnings(record=True)` swaps them for its block,
+# logging.captureWarnings for good), called with a warning's text and place, never a frame.
+_REBOUND_HOOKS = {"warnings": frozenset({"showwarning", "_showwarnmsg_impl", "formatwarning", "_formatwarnmsg_impl"})}
 
 
 class GenuineGlobals:
@@ -82,7 +85,8 @@ class ModuleFingerprint:
         self._entries: list[tuple[str, dict[str, Any], tuple[str, ...], tuple[Any, ...]]] = []
         for module in seen.values():
             space = vars(module)
-            names = tuple(k for k, v in space.items() if isinstance(v, _CALLABLE_KINDS))
+            hooks = _REBOUND_HOOKS.get(module.__name__, frozenset())
+            names = tuple(k for k, v in space.items() if isinstance(v, _CALLABLE_KINDS) and k not in hooks)
             self._entries.append((module.__name__, space, names, tuple(space[k] for k in names)))
         self._get: Callable[..., Any] = dict.get
         self._zip = zip

@@ -141,3 +141,16 @@ def test_fingerprint_names_the_rebound_value():
     finally:
         textwrap.dedent = real
     assert fingerprint.changed() is None
+
+
+def test_fingerprint_leaves_warnings_hooks_to_catch_warnings():
+    import warnings
+    fingerprint = ModuleFingerprint([warnings], lambda m: False)
+    with warnings.catch_warnings(record=True):
+        assert fingerprint.changed() is None
+    real = warnings.warn_explicit
+    warnings.warn_explicit = print  # type: ignore[assignment]
+    try:
+        assert fingerprint.changed() == "warnings.warn_explicit"
+    finally:
+        warnings.warn_explicit = real
