@@ -170,6 +170,12 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         # Where the drift between blocks dominates (`drifting`), a block's further calls are not needed either.
         settled = calls >= MIN_BLOCK_CALLS and (pacing or (calls - MIN_BLOCK_CALLS) % STATS_EVERY == 0 and (
             rec.settled(cfg) or rec.drifting(cfg)))
+        # Calls too slow for MIN_BLOCK_CALLS of them to fit in the block's share (drawing a 31 MiB input takes most
+        # of 30-40 ms a call): such a block ends on its share short of MIN_BLOCK_CALLS anyway, so the rule is
+        # checked after each of its calls from its share of the sample floor on, and a side that is done or settled
+        # stops paying the rest of the share (`slow_block_may_end`).
+        settled = settled or (slow_block_may_end(calls, now - start, budget_s, floor_calls) and (
+            pacing or rec.settled(cfg) or rec.drifting(cfg)))
         stop = len(rec.samples_ms) >= cfg.max_reps or settled or (
             (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()
@@ -193,6 +199,14 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         rec.block_walls_ms.append(statistics.median(walls_ms))
     if calls >= MIN_BLOCK_CALLS:
         rec.block_medians_ms.append(statistics.median(rec.samples_ms[-calls:]))
+
+
+def slow_block_may_end(calls: int, elapsed_s: float, budget_s: float, floor_calls: int) -> bool:
+    """Whether a block of `calls` calls in `elapsed_s` may end on the stopping rule before MIN_BLOCK_CALLS calls:
+    it has its share of the side's sample floor, and its calls are so slow that MIN_BLOCK_CALLS of them would not
+    fit in the block's time share (`budget_s`), where it would end anyway. Blocks of faster calls keep ending on the
+    rule only from MIN_BLOCK_CALLS calls on, so they still give the drift rule its block medians."""
+    return calls >= floor_calls and elapsed_s * MIN_BLOCK_CALLS >= budget_s * calls
 
 
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,

@@ -263,3 +263,41 @@ def test_a_side_done_by_its_cap_keeps_pace_with_short_blocks(monkeypatch: pytest
     before = len(rec.samples_ms)
     measure._block(worker, rec, cfg, 0, first=False)  # type: ignore[arg-type]
     assert len(rec.samples_ms) - before == measure.MIN_BLOCK_CALLS
+
+
+def test_a_settled_side_of_slow_calls_ends_its_block_at_its_share_of_the_sample_floor(monkeypatch: pytest.MonkeyPatch):
+    """40 ms a call (a 31 MiB input's draw): MIN_BLOCK_CALLS calls would overrun a block's share of the 2 s cap
+    (1/3 s), so the block used to end on its share, 8 calls, though the median was known to 1% already. Settled, it
+    now ends at the side's share of the sample floor; unsettled, it still runs to its share."""
+    monkeypatch.setattr(measure, "time", StepClock(0.04))
+    cfg = EvalConfig(max_timing_s=2.0)
+    floor_calls = -(-cfg.min_reps // measure.MIN_BLOCKS)
+    settled = SideRecord(samples_ms=[5.0 + 0.001 * i for i in range(12)], blocks=1, floor_ms=precision_floor_ms("cpu"))
+    assert settled.settled(cfg)
+    measure._block(FakeWorker(5.0, 0.002, 12), settled, cfg, 0, first=False)  # type: ignore[arg-type]
+    assert len(settled.samples_ms) == 12 + floor_calls
+    noisy = SideRecord(samples_ms=[5.0 * (1 + 0.8 * (i % 5 - 2) / 4) for i in range(12)], blocks=1)
+    assert not noisy.settled(cfg)
+    measure._block(FakeWorker(5.0, 0.8, 13), noisy, cfg, 0, first=False)  # type: ignore[arg-type]
+    assert len(noisy.samples_ms) - 12 >= 8  # its whole share: 1/3 s at 40 ms a call
+
+
+def test_the_first_block_of_slow_calls_still_has_the_sample_floor_before_the_rule(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(measure, "time", StepClock(0.04))
+    cfg = EvalConfig(max_timing_s=2.0)
+    rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
+    measure._block(FakeWorker(5.0, 0.002, 14), rec, cfg, 0, first=True)  # type: ignore[arg-type]
+    assert len(rec.samples_ms) >= 8  # not settled before min_reps: the block runs to its share
+
+
+def test_blocks_of_faster_calls_end_on_the_rule_only_from_min_block_calls(monkeypatch: pytest.MonkeyPatch):
+    """20 ms a call: MIN_BLOCK_CALLS of them fit in a block's share, so a settled side's block still has them (the
+    drift rule's block medians need them)."""
+    monkeypatch.setattr(measure, "time", StepClock(0.02))
+    cfg = EvalConfig(max_timing_s=2.0)
+    rec = SideRecord(samples_ms=[5.0 + 0.001 * i for i in range(12)], blocks=1, floor_ms=precision_floor_ms("cpu"))
+    measure._block(FakeWorker(5.0, 0.002, 15), rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    assert len(rec.samples_ms) == 12 + measure.MIN_BLOCK_CALLS
+    assert not measure.slow_block_may_end(4, 0.08, 1 / 3, 4)
+    assert measure.slow_block_may_end(4, 0.16, 1 / 3, 4)
+    assert not measure.slow_block_may_end(3, 0.30, 1 / 3, 4)  # never before the block's share of the floor
