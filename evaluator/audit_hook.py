@@ -5,11 +5,15 @@ generates), and every refusal is recorded for the verdict. Python's audit hooks 
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 import sysconfig
 import types
+from collections.abc import Iterable
 from typing import Any
+
+from evaluator.library_globals import GenuineGlobals, ModuleFingerprint
 
 # What reaches the harness's own objects (frames, the garbage collector's object graph, raw memory, tracing): refused
 # to code that is not torch's, Triton's or the harness's while the candidate is on the stack (see `install`).
@@ -41,6 +45,10 @@ _FRAME_USERS: dict[str, dict[str, frozenset[str]]] = {
                                                  "torch/jit/frontend.py", "torch/jit/_recursive.py"})},
 }
 
+# Frame users that would hand out the reprs of the locals of every frame they walk when asked to (the argument that
+# asks): traceback's `StackSummary.extract(walk_stack(None), capture_locals=True)` is the harness's stack as text.
+_LOCALS_CAPTURE = {"traceback.py": "capture_locals"}
+
 
 def install(refusals: list[str], candidate_module: str) -> None:
     """While untrusted code (the candidate's file, code it generates) is on the stack, refuse frame, object-graph,
@@ -49,7 +57,9 @@ def install(refusals: list[str], candidate_module: str) -> None:
     resolution), so neither the candidate nor a library function it hands a callable to (a pytree map of
     `sys._getframe`) gets a frame. Also refuse untrusted code setting attributes of functions it did not define
     (`__code__`, `__defaults__`: Python audits those, not class attributes, which `Guards.tampered` fingerprints).
-    Every refusal is appended to `refusals` for the verdict."""
+    A frame counts as library code only if it runs with its module's own globals (`library_globals`), and the frame
+    users only while the modules they rely on are unpatched. Every refusal is appended to `refusals` for the
+    verdict."""
     paths = sysconfig.get_paths()
     stdlib_root = os.path.realpath(paths["stdlib"]) + os.sep
     trusted_roots = tuple({os.path.realpath(p) + os.sep for p in (
@@ -62,6 +72,33 @@ def install(refusals: list[str], candidate_module: str) -> None:
     getframe, realpath = sys._getframe, os.path.realpath
     trusted_files: dict[str, bool] = {}
     frame_users: dict[str, str] = {}  # code file -> its key in _FRAME_USERS ("" when none)
+    site_roots = tuple({realpath(paths["purelib"]) + os.sep, realpath(paths["platlib"]) + os.sep})
+
+    # The roots a library file is named from, the most specific first: site-packages lies inside the stdlib's folder.
+    name_roots = sorted(trusted_roots, key=len, reverse=True)
+
+    def ends_in(filename: str, endings: Iterable[str]) -> str:
+        """The name in `endings` this file has below its library root ('typing.py', 'torch/library.py'), or ''."""
+        real = realpath(filename)
+        rel = next((real[len(root):] for root in name_roots if real.startswith(root)), real)
+        return rel if rel in endings else ""
+
+    def standard_library(module: types.ModuleType) -> bool:
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str):
+            return False
+        real = file if file.startswith(stdlib_root) else realpath(file)  # the usual case needs no realpath
+        return real.startswith(stdlib_root) and not real.startswith(site_roots)
+
+    genuine = GenuineGlobals(realpath)  # the module dicts loaded before the candidate, and lazy imports' own
+    # What the frame users (and their callers, and load_c's loader) call with a frame: their modules, the standard
+    # library's modules they hold, and the builtins, as bound now.
+    relied_on = set(table) | {c for v in table.values() for cs in v.values() for c in cs} | {
+        "evaluator/native.py", "ctypes/__init__.py"}
+    tails = tuple(os.sep + name for name in relied_on)  # a cheap filter first: realpath costs ~30 us a module
+    files = [(m, f) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType) and
+             isinstance(f := getattr(m, "__file__", None), str) and f.endswith(tails)]
+    fingerprint = ModuleFingerprint([m for m, f in files if ends_in(f, relied_on)] + [builtins], standard_library)
 
     def trusted(filename: str) -> bool:
         known = trusted_files.get(filename)
@@ -73,38 +110,62 @@ def install(refusals: list[str], candidate_module: str) -> None:
     def user_key(filename: str) -> str:
         key = frame_users.get(filename)
         if key is None:
-            real = realpath(filename)
-            rel = real[len(stdlib_root):] if real.startswith(stdlib_root) else real
-            key = next((k for k in table if rel.endswith(k)), "")
+            key = ends_in(filename, table)
             frame_users[filename] = key
         return key
 
+    def captures_locals(frame: Any, key: str) -> bool:
+        """Whether a frame of this run of `key`'s frames (the asking one and its callers in the same file) was asked
+        to capture locals."""
+        while frame is not None and user_key(frame.f_code.co_filename) == key:
+            if frame.f_locals.get(_LOCALS_CAPTURE[key]):
+                return True
+            frame = frame.f_back
+        return False
+
     def allowed_user(frame: Any) -> bool:
-        """Whether `frame`, the code asking, is a known frame user and is called the way that keeps frames
-        inside it (a function returning frames only to its own package's callers)."""
-        code = frame.f_code
-        key = user_key(code.co_filename)
-        if not key:
-            return False
-        callers = table[key].get(code.co_name, table[key].get("*"))
-        if callers is None:
-            return False
-        if not callers:
-            return True  # keeps its frames to itself, whoever calls it
-        caller = frame.f_back
-        return caller is not None and user_key(caller.f_code.co_filename) in callers
+        """Whether `frame`, the code asking, is a known frame user running with its own module's globals, called
+        the way that keeps frames inside it (a function returning frames only to its own package's callers, each
+        of them a frame user called that way in turn, or a caller of the list), while nothing it relies on has
+        been rebound."""
+        while True:
+            code = frame.f_code
+            key = user_key(code.co_filename)
+            if not key or not genuine.holds(frame.f_globals, code.co_filename, own=True):
+                return False
+            if key in _LOCALS_CAPTURE and captures_locals(frame, key):
+                return False  # the reprs of every local of the frames it walks: the channel's nonce and socket
+            callers = table[key].get(code.co_name, table[key].get("*"))
+            if callers is None:
+                return False
+            if not callers:
+                break  # keeps its frames to itself, whoever calls it
+            frame = frame.f_back
+            if frame is None or not ends_in(frame.f_code.co_filename, callers):
+                return False
+            if not user_key(frame.f_code.co_filename):  # a caller of the list that is no frame user itself
+                if not genuine.holds(frame.f_globals, frame.f_code.co_filename, own=True):
+                    return False
+                break
+        return fingerprint.changed() is None
 
     def native_loader(frame: Any) -> bool:
         """Whether ctypes is used by `load_c`'s own loader and bound functions (`native.py`), through ctypes' own
         module at most: the candidate's native code runs there, and it is judged at the process boundary, since C
         can bypass every guard of this process anyway. The candidate's own ctypes use stays refused."""
         while frame is not None and realpath(frame.f_code.co_filename).startswith(ctypes_root):
+            if not genuine.holds(frame.f_globals, frame.f_code.co_filename, own=True):
+                return False
             frame = frame.f_back
-        return frame is not None and realpath(frame.f_code.co_filename) == native_file
+        return frame is not None and realpath(frame.f_code.co_filename) == native_file and \
+            genuine.holds(frame.f_globals, native_file, own=True) and fingerprint.changed() is None
 
     def untrusted_on_stack(frame: Any) -> bool:
+        """Whether a frame on the stack runs candidate code: code of an untrusted file, or a library's code with
+        globals that are no module's own (`types.FunctionType(library_code, candidate_globals)`)."""
         while frame is not None:
-            if not trusted(frame.f_code.co_filename):
+            filename = frame.f_code.co_filename
+            if not trusted(filename) or not genuine.holds(frame.f_globals, filename):
                 return True
             frame = frame.f_back
         return False
@@ -140,7 +201,7 @@ def install(refusals: list[str], candidate_module: str) -> None:
                 return
         elif event in _CODE_EVENTS:
             # Trust follows the file a code object names, so code may name a library's file only if it is that
-            # file's code: checked below, against the stack, only for names that would be trusted.
+            # file's code: checked below, only for names that would be trusted.
             if len(args) < 2 or not isinstance(args[1], (str, bytes)) or not trusted(os.fsdecode(args[1])):
                 return
         elif event not in _REACHING_EVENTS and not event.startswith("ctypes."):
@@ -149,7 +210,9 @@ def install(refusals: list[str], candidate_module: str) -> None:
         try:
             asking = getframe(1)
             if event in _CODE_EVENTS:
-                if not untrusted_on_stack(asking) or (event == "compile" and is_that_files_source(*args[:2])):
+                # Whatever the stack: a finalizer of the candidate's runs from the harness's own frames, and C
+                # (`map(compile, ...)`) calls code makers with no frame of its own on the stack.
+                if event == "compile" and is_that_files_source(*args[:2]):
                     return
                 refuse(f"compiling code under a library's file name ({os.path.basename(os.fsdecode(args[1]))})")
             if event in ("object.__setattr__", "object.__delattr__"):
@@ -158,11 +221,14 @@ def install(refusals: list[str], candidate_module: str) -> None:
                 return
             if allowed_user(asking) or (event.startswith("ctypes.") and native_loader(asking)):
                 return
-            frame: Any = asking  # a FrameType, then f_back's None at the bottom of the stack
-            while frame is not None:
-                if not trusted(frame.f_code.co_filename):
-                    refuse(f"{event} {args[1]}" if event == "object.__getattr__" else event)
-                frame = frame.f_back
+            what = f"{event} {args[1]}" if event == "object.__getattr__" else event
+            if untrusted_on_stack(asking):
+                refuse(what)
+            # Library code alone on the stack (a finalizer of the candidate's, run as the harness drops an output)
+            # still calls what its modules bind: a rebinding (inspect.getouterframes) would take the frame.
+            rebound = fingerprint.changed()
+            if rebound is not None:
+                refuse(f"{what} after {rebound} was rebound")
         finally:
             busy[0] = False
 

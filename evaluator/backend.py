@@ -31,6 +31,13 @@ def backend_of(kernels: dict[str, int], *, cuda_sources: bool, device_kind: str,
     return "torch" if allow_torch else None
 
 
+def names_triton(source: str) -> bool:
+    """Whether a candidate's text names Triton at all: only then do its watched calls carry the store ledger's copy
+    grants (`call_watch.watched`). A source that hides the name loses the grants, never a check: its Triton kernels'
+    outputs are still judged by the ledger, without PyTorch's copies of them counted as the kernels' (stricter)."""
+    return bool(_TRITON.search(source))
+
+
 def has_cuda_sources(source: str) -> bool:
     return "cuda_sources" in source or "load_inline" in source and "__global__" in source
 

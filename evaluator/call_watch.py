@@ -8,6 +8,13 @@ Three observers around each call, none of which the candidate can switch off wit
 - under the interpreter, the ledger of kernel stores and the grants for PyTorch's copies of them
   (`kernel_stores.py`): every output byte must be a kernel's.
 Under the interpreter every call, checked or timed, is watched alike, so a candidate cannot tell them apart.
+
+The copy grants are a Python dispatch mode: every ATen operator of the call goes through Python, about 8 us an
+operator here, inside the timed marks. They serve Triton kernels only (a call that launched another kernel is not
+judged by the ledger), so they are entered only for a candidate whose source names Triton (`backend.names_triton`,
+decided by the driver for the whole evaluation, so checked and timed calls still look alike). Without them nothing is
+skipped but grants: the ledger still records every Triton store, and a call that launched Triton kernels alone is
+judged by it, without PyTorch's copies counted as the kernels' (stricter).
 """
 
 from __future__ import annotations
@@ -53,18 +60,19 @@ def install_host_export_counter(exported: list[int]) -> None:
 
 
 @contextlib.contextmanager
-def watched(guards: Guards, observe: bool, seen: dict[str, Any]) -> Iterator[None]:
-    """Around one call: thread starts; with `observe`, the profiler; under the interpreter, the ledger and grants.
-    What was seen lands in `seen`, for `problem`."""
+def watched(guards: Guards, observe: bool, seen: dict[str, Any], grants: bool = True) -> Iterator[None]:
+    """Around one call: thread starts; with `observe`, the profiler; under the interpreter, the ledger and (with
+    `grants`) the copy grants. What was seen lands in `seen`, for `problem`."""
     starts0, exported0 = guards.thread_starts[0], guards.host_exports[0]
     observer = CallObserver() if observe else None
+    seen["grants"] = grants
     with contextlib.ExitStack() as stack:
         if guards.stores_accounted:
             guards.ledger.begin()
             stack.callback(guards.ledger.end)
         if observer is not None:
             stack.enter_context(observer)
-        if guards.stores_accounted:
+        if guards.stores_accounted and grants:
             stack.enter_context(CopyGrants(guards.ledger))
         yield
     seen["threads"] = guards.thread_starts[0] - starts0
@@ -93,7 +101,7 @@ def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: d
                                                     "--allow-torch)")
             return (f"the candidate computed with PyTorch on data of the output's size ({', '.join(ops[:4])}"
                     f"{', ...' if len(ops) > 4 else ''}): that work must be done by its kernels{none}")
-    return unwritten_output(guards, outputs, kernels)
+    return unwritten_output(guards, outputs, kernels, seen.get("grants", True))
 
 
 def output_scale(outputs: list[Any], inputs: list[Any]) -> int:
@@ -105,16 +113,19 @@ def output_scale(outputs: list[Any], inputs: list[Any]) -> int:
     return max(2, min(sizes) if sizes else 2, largest_input // 64)
 
 
-def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int]) -> str | None:
+def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int], grants: bool = True) -> str | None:
     """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
     that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
-    write outside the ledger, so a call that used one is not judged here."""
+    write outside the ledger, so a call that used one is not judged here. `grants`: whether the call ran with the
+    copy grants (a source that does not name Triton runs without)."""
     if not guards.stores_accounted or any(not k.startswith("triton:") for k in kernels):
         return None
     for i, out in enumerate(outputs):
         if guards.exact_type(out) is guards.tensor_type and out.device.type == "cpu":
             missing = guards.ledger.uncovered(out)
             if missing:
+                why = "" if grants else (" (the candidate's source does not name Triton, so PyTorch's copies of "
+                                         "its kernels' outputs did not count as theirs)")
                 return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "
-                        "(computed outside the launched kernels)")
+                        f"(computed outside the launched kernels){why}")
     return None

@@ -29,7 +29,8 @@ class _Wire:
 class Load(_Wire):
     """Load the task (both roles) and, in the candidate's worker, import the candidate. `init_seeds`: one per shape
     variant. `builds`: ask the driver for each load_inline/load_c build (`build_stage.py`); `collect`: record the
-    builds only (the ahead-of-time build stage)."""
+    builds only (the ahead-of-time build stage). `copy_grants`: the store ledger's copy grants around each watched
+    call (the driver's `backend.names_triton`, sent alike to both roles, which pay the same watch)."""
 
     NAME: ClassVar[str] = "load"
     task_source: str
@@ -43,6 +44,7 @@ class Load(_Wire):
     builds: bool = False
     build_mode: str = "check"
     collect: bool = False
+    copy_grants: bool = True
 
 
 @dataclass(frozen=True, slots=True)

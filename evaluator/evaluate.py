@@ -21,7 +21,7 @@ from typing import Any
 
 from evaluator import policy
 from evaluator.build_cache import BuildCache
-from evaluator.backend import backend_of, has_cuda_sources, runs_in_triton_interpreter
+from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_in_triton_interpreter
 from evaluator.build_stage import BuildServer, build_mode, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
@@ -128,7 +128,7 @@ class LocalEvaluator:
                 # loads the task (imports, builds the models) while the candidate's worker is still being forked, or
                 # its zygote still starting. The reference's fork runs in a helper thread: its zygote is never under
                 # bubblewrap, whose --die-with-parent would follow a thread that restarted it.
-                load = self._task_load(task, candidate, kind)
+                load = self._task_load(task, candidate, kind, cfg)
                 with ThreadPoolExecutor(1, thread_name_prefix="opforge-reference-start") as pool:
                     starting = pool.submit(self._start_reference, kind, cfg, task, load)
                     try:
@@ -217,10 +217,12 @@ class LocalEvaluator:
         return ref
 
     @staticmethod
-    def _task_load(task: Task, candidate: Candidate, kind: str) -> Load:
+    def _task_load(task: Task, candidate: Candidate, kind: str, cfg: EvalConfig) -> Load:
+        """The load both workers get (the candidate's adds its source): both watch their timed calls alike."""
         return Load(task_source=task.source, task_name=task.name, device=kind,
                     init_seeds=tuple(fresh_seed() for _ in range(64)),
-                    interpreter_shape=runs_in_triton_interpreter(candidate.source, kind))
+                    interpreter_shape=runs_in_triton_interpreter(candidate.source, kind),
+                    require_kernels=not cfg.allow_torch, copy_grants=names_triton(candidate.source))
 
     def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, ref: WorkerConnection,
               cand: WorkerConnection) -> Loaded:
@@ -235,8 +237,7 @@ class LocalEvaluator:
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
-        load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source,
-                                                 require_kernels=not cfg.allow_torch),
+        load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
                        cfg.compile_timeout_s, "importing and compiling the candidate", builds)
         return Loaded(load, n_variants, reply.get("tolerance"), shape_note)
 

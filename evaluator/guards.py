@@ -247,7 +247,7 @@ class Guards:
         self.baseline_threads = self.thread_count()
         self.baseline_os_threads = None
         if dispatcher and not torch.cuda.is_initialized():  # the candidate's worker, on a CPU
-            process_tree.warm_thread_pools()  # OpenMP's pool and the profiler's thread exist before the count, as in any worker
+            process_tree.warm_thread_pools()  # OpenMP's pool exists before the count, as in any worker
             self.baseline_os_threads = self.os_thread_count()
         if dispatcher:
             self._dispatch = take_primed_dispatch() or dispatch_table()

@@ -158,8 +158,8 @@ def os_thread_count(listdir: Callable[[str], list[str]] = os.listdir) -> int:
 
 def warm_thread_pools() -> None:
     """Start the threads every worker has once it has run anything, before they are counted: OpenMP's pool (an ATen
-    reduction above its grain size runs in parallel) and the profiler's, which the call observer starts on first use."""
+    reduction above its grain size runs in parallel). The call observer starts no thread (the profiler's CPU-only
+    state, `observer.py`); Kineto's profiler, which did (2.9 ms a worker to start it here), runs only in the profile
+    command, after the last check of the candidate's threads."""
     import torch
     torch.ones(1 << 20).sum()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        pass

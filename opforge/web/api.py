@@ -129,7 +129,8 @@ def list_jobs(request: Request, state: Annotated[list[JobState] | None, Query(
 
 
 @router.post("/jobs", status_code=201, response_model=Submitted, dependencies=[Depends(require_token)],
-             responses=_errors(401, 403, 411, 413, 422, 503),
+             # 400: a body that is no multipart form at all (Starlette's parser refuses it before any field is read)
+             responses=_errors(400, 401, 403, 411, 413, 422, 503),
              summary="submit a task file: queue a job that optimises it, as `opforge submit` does")
 def submit_job(
     request: Request,

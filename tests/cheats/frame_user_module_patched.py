@@ -1,0 +1,94 @@
+# task: relu
+# expect: rejected
+# reason: reached for the harness's internals
+# why: a library function the audit hook lets use frames (torch._library.utils.get_source) looks its helpers up in
+#   its module's globals at call time: the candidate swaps that module's `inspect` for its own object (a module
+#   attribute write, which Python does not audit), so the frame get_source takes lands in candidate code, then puts
+#   `inspect` back; from that frame it switches the worker's checks off, counts launches that never ran and wraps its send:
+#   timed calls do nothing, and a timed call's outputs, when the driver asks for them, are computed on the way out,
+#   outside every clock (before the fix: ok, 40x on relu).
+import torch
+import torch._library.utils as library_utils
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+
+def kernel_relu(x):
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK_SIZE=1024)
+    return out
+
+
+_last = []
+BACK, LOCALS, CODE = "f_" + "back", "f_" + "locals", "f_" + "code"
+
+
+class _Send:
+    def __init__(self, real):
+        self.real = real
+
+    def __call__(self, header, tensors=None):
+        if header.get("status") == "kept" and _last:
+            tensors = [kernel_relu(_last[-1])]
+        return self.real(header, tensors)
+
+
+class _Catch:
+    def __init__(self):
+        self.frame = None
+
+    def getframeinfo(self, frame):
+        self.frame = frame
+        return _Catch
+
+
+_Catch.filename, _Catch.lineno = "x", 0
+
+
+def _frame():
+    space, catch = library_utils, _Catch()
+    real = space.inspect
+    space.inspect = catch
+    try:
+        space.get_source(1)
+    finally:
+        space.inspect = real
+    return catch.frame
+
+
+_owner = []
+
+
+def _phase():
+    frame = _frame()
+    names = []
+    while frame is not None:
+        names.append(getattr(frame, CODE).co_name)
+        owner = getattr(frame, LOCALS).get("self")
+        if owner is not None and hasattr(owner, "guards") and hasattr(owner, "enforce") and \
+                not isinstance(owner.send, _Send):
+            owner.enforce = False  # the worker's own checks stop refusing anything
+            owner.send = _Send(owner.send)
+            _owner.append(owner)
+        frame = getattr(frame, BACK)
+    return "time" if "cmd_time" in names else "run"
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if _phase() == "run":
+            return kernel_relu(x)
+        _last.append(x)
+        launches = _owner[-1].guards.launches  # counted as if the kernel ran: the counts match the checked calls'
+        for name in launches:
+            launches[name] += 1
+        return torch.empty_like(x)

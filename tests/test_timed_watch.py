@@ -1,0 +1,128 @@
+"""The watch around timed calls: the same in both roles' marks, and the copy grants only for a source that names
+Triton (issue 18: a native candidate's marks held a Python dispatch mode and the profiler's records that the
+reference's did not). Both workers run in-process on the CPU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from evaluator import call_watch
+from evaluator.backend import names_triton
+from evaluator.commands import Batch, Load, Time
+from evaluator.guards import Guards
+from evaluator.worker import Worker
+
+# What the forward saw inside its call: whether the profiler was on, how many dispatch modes were active.
+TASK = """import torch
+import torch.nn as nn
+SEEN = []
+class Model(nn.Module):
+    def forward(self, x):
+        SEEN.append((torch.autograd._profiler_enabled(), torch._C._len_torch_dispatch_stack()))
+        return torch.relu(x)
+def get_inputs():
+    return [torch.randn(32)]
+def get_init_inputs():
+    return []
+"""
+
+CANDIDATE = """import torch
+import torch.nn as nn
+SEEN = []
+class ModelNew(nn.Module):
+    def forward(self, x):
+        SEEN.append((torch.autograd._profiler_enabled(), torch._C._len_torch_dispatch_stack()))
+        return torch.relu(x)
+"""
+
+
+class ScriptedChannel:
+    """Answers each timed call with the driver's word: `calls` calls, outputs never kept."""
+
+    def __init__(self, calls: int = 0) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.calls = calls
+
+    def send(self, header: dict[str, Any], tensors: Any = None) -> None:
+        self.sent.append(header)
+
+    def recv(self) -> tuple[dict[str, Any], list[Any]]:
+        self.calls -= 1
+        return {"cmd": "next", "keep": False, "next_seed": self.calls if self.calls > 0 else None}, []
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children_are_not_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaluator import process_tree
+    real = process_tree.live_children
+    before = set(real(os.getpid()))
+    monkeypatch.setattr(process_tree, "live_children", lambda pid: [p for p in real(pid) if p not in before])
+
+
+def _seen(role: str, copy_grants: bool, require_kernels: bool, command: Any) -> list[tuple[bool, int]]:
+    guards, channel = Guards(), ScriptedChannel()
+    guards.stores_accounted = True  # as under the interpreter (the ledger's hooks themselves are not needed here)
+    worker = Worker(channel, role, guards)  # type: ignore[arg-type]
+    worker.cmd_load(Load(device="cpu", task_source=TASK, task_name="relu_watch", init_seeds=(1,),
+                         candidate_source=CANDIDATE if role == "candidate" else None,
+                         require_kernels=require_kernels, copy_grants=copy_grants))
+    assert channel.sent[-1]["status"] == "ready", channel.sent[-1]
+    seen = worker.rt.module.SEEN if role == "reference" else worker.model_cls.forward.__globals__["SEEN"]
+    seen.clear()
+    channel.calls = 3
+    getattr(worker, f"cmd_{command.NAME}")(command)
+    # (The candidate here computes with PyTorch: refused where its calls are watched, after what it saw is recorded.)
+    assert channel.sent[-1]["status"] in ("timed", "batched", "rejected"), channel.sent[-1]
+    return list(seen)
+
+
+@pytest.mark.parametrize("command", [Time(variant=0, seed=5), Batch(variant=0, seeds=(1, 2), calls=True)],
+                         ids=["time", "batch"])
+@pytest.mark.parametrize("copy_grants", [True, False])
+def test_both_roles_call_under_the_same_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: Any,
+                                              copy_grants: bool):
+    monkeypatch.chdir(tmp_path)
+    reference = _seen("reference", copy_grants, True, command)
+    candidate = _seen("candidate", copy_grants, True, command)
+    assert reference and candidate
+    # The profiler on in both; the grants' dispatch mode where the source needs it, in the candidate's worker only
+    # (in the reference's, its first operator would import dynamo).
+    assert set(reference) == {(True, 0)}
+    assert set(candidate) == {(True, 1 if copy_grants else 0)}
+
+
+def test_without_the_kernel_requirement_neither_role_is_watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    for role in ("reference", "candidate"):
+        assert set(_seen(role, True, False, Time(variant=0, seed=5))) == {(False, 0)}
+
+
+def test_the_grants_follow_the_source_naming_triton():
+    assert names_triton("import triton\nimport triton.language as tl\n")
+    assert names_triton("from triton import jit\n")
+    assert not names_triton("from evaluator.native import load_c\nlib = load_c('relu', SRC, ['relu'])\n")
+    assert not names_triton("x = 'tritonic'\n")
+
+
+def test_a_triton_only_call_without_grants_is_judged_more_strictly():
+    """Without the grants a PyTorch copy of a kernel's bytes is not the kernel's: refused, and the reason says why."""
+    guards = Guards()
+    guards.stores_accounted = True
+    src, kernels = torch.arange(6, dtype=torch.float32), {"triton:copy": 1}
+    for grants in (True, False):
+        seen: dict[str, Any] = {}
+        with call_watch.watched(guards, False, seen, grants):
+            ptrs = src.data_ptr() + np.arange(6, dtype=np.uint64) * 4
+            guards.ledger.record_elements(ptrs, src.numpy(), None)  # the kernel's stores
+            out = src.clone()  # the output: PyTorch's copy of them
+        found = call_watch.problem(guards, [out], kernels, seen, [src])
+        if grants:
+            assert found is None
+        else:
+            assert found is not None and "6 of the 6 values" in found and "does not name Triton" in found
