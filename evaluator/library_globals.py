@@ -90,10 +90,6 @@ class ModuleFingerprint:
             self._entries.append((module.__name__, space, names, tuple(space[k] for k in names)))
         self._get: Callable[..., Any] = dict.get
         self._zip = zip
-    @property
-    def size(self) -> int:
-        """How many names are compared."""
-        return sum(len(names) for _, _, names, _ in self._entries)
 
     def changed(self) -> str | None:
         """The first name rebound or removed since construction ('inspect.getframeinfo'), or None."""

@@ -12,6 +12,7 @@ an evaluation in which such work came and went mixed both and read anywhere betw
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -89,7 +90,6 @@ class OtherWork:
 
     def __init__(self, busy: Callable[[], float | None] = machine_busy_s, own: Callable[[], float] = own_cpu_s,
                  clock: Callable[[], float] | None = None) -> None:
-        import time
         self._busy, self._own, self._clock = busy, own, clock or time.perf_counter
         self._start: tuple[float, float, float] | None = None
 

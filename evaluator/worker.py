@@ -337,9 +337,9 @@ class Worker:
     def _timed_watch(self, seen: dict[str, Any]) -> contextlib.AbstractContextManager:
         """The watch around a timed or batched call, in both roles (unless --allow-torch): the profiler's record of
         every ATen operator runs inside the timed marks, so the reference's calls pay it too, operator for operator;
-        what it sees there is never judged. (Until
-        2026-11-24 the reference paid an empty watch after each call instead: the same wall for the driver's
-        clocks, but a native candidate's marks held about 20 us a call that the reference's did not.)"""
+        what it sees there is never judged. (The reference used to pay an empty watch after each call instead: the
+        same wall for the driver's clocks, but a native candidate's marks held about 20 us a call that the
+        reference's did not.)"""
         if not self.require_kernels:
             return contextlib.nullcontext()
         # The copy grants in the candidate's worker only: the first operator through a dispatch mode imports dynamo
