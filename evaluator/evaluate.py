@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import secrets
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -105,7 +106,12 @@ class LocalEvaluator:
         return check_task(self._connect, task, device, timeout_s, interpreter_shape)
 
     # -- evaluation -----------------------------------------------------------------------------------------------
-    def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig = EvalConfig()) -> EvalResult:
+    def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig = EvalConfig(),
+                 timed_over: Callable[[], None] | None = None) -> EvalResult:
+        """`timed_over`: called (in this thread) once the candidate's timing is over on a CPU, where the rest of the
+        evaluation (rechecks, the clock probe, closing) never runs beside a timed phase: a runner may then start
+        preparing another evaluation (`pool.LocalRunner`). Not called on a GPU, nor for a candidate that never got
+        timed."""
         kind = resolve_device(cfg.device)
         dev = self.device(kind)
         try:
@@ -137,7 +143,7 @@ class LocalEvaluator:
                         ref = starting.result()
                 loaded = self._load(candidate, cfg, kind, load, ref, cand)
             progress["load"] = loaded.load
-            result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded)
+            result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded, timed_over)
         except Refused as exc:
             result = EvalResult(exc.status, exc.reason, device=dev, log=exc.log)
         except TaskError as exc:
@@ -155,7 +161,8 @@ class LocalEvaluator:
         return result
 
     def _run(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, dev: DeviceInfo,
-             ref: WorkerConnection, cand: WorkerConnection, loaded: Loaded) -> EvalResult:
+             ref: WorkerConnection, cand: WorkerConnection, loaded: Loaded,
+             timed_over: Callable[[], None] | None = None) -> EvalResult:
         """The evaluation after loading, as a sequence of steps, each returning its record; the first failure is the
         verdict."""
         with self._beside(kind, "correctness trials"):
@@ -166,6 +173,8 @@ class LocalEvaluator:
             return EvalResult(Status.INCORRECT, checked.failure, max_abs_error=checked.max_abs_error,
                               max_rel_error=checked.max_rel_error, device=dev, backend=backend, trials=checked.trials)
         timed = self._time(ref, cand, cfg, kind, checked)
+        if timed_over is not None and kind == "cpu":
+            timed_over()
         with self._beside(kind, "rechecking timed calls"):
             # The candidate's checks after timing (the whole dispatch table, ~50 ms) run while the reference
             # recomputes the kept calls; a refusal there still comes before a wrong recheck's verdict.

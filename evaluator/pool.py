@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,6 +31,7 @@ from evaluator.config import EvalConfig
 from evaluator.evaluate import LocalEvaluator
 from evaluator.result import EvalResult, Status
 from evaluator.task import Task, TaskError
+from evaluator.warm_start import likely_device
 
 DEFAULT_CPU_WORKERS = 2
 DEFAULT_RECYCLE_AFTER = 200      # evaluations per actor before it is replaced (leaks, fragmentation, stale caches)
@@ -51,10 +53,13 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
-def evaluate_safely(evaluator: LocalEvaluator, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:
+def evaluate_safely(evaluator: LocalEvaluator, task: Task, candidate: Candidate, cfg: EvalConfig,
+                    timed_over: Callable[[], None] | None = None) -> EvalResult:
     """The evaluator's verdict; anything unexpected becomes `crashed` (a `TaskError` propagates: the task is bad)."""
     try:
-        return evaluator.evaluate(task, candidate, cfg)
+        if timed_over is None:
+            return evaluator.evaluate(task, candidate, cfg)
+        return evaluator.evaluate(task, candidate, cfg, timed_over=timed_over)
     except TaskError:
         raise
     except Exception as exc:  # noqa: BLE001 - a runner turns every failure into a status
@@ -62,23 +67,51 @@ def evaluate_safely(evaluator: LocalEvaluator, task: Task, candidate: Candidate,
 
 
 class LocalRunner:
-    """`workers` evaluations at once on threads of this process, all through one `LocalEvaluator`."""
+    """`workers` evaluations at once on threads of this process, all through one `LocalEvaluator`.
+
+    With `overlap` (the default where this machine has no GPU), each of the `workers` may also have one evaluation
+    finishing behind it: an evaluation holds its worker's slot until its timing is over on the CPU
+    (`LocalEvaluator.evaluate`'s `timed_over`), and what is left of it (rechecks, the clock probe, closing its
+    workers: about 150 ms) then runs beside the next evaluation's start (forks, loading, trials) instead of before
+    it. Both hold the device lock shared, so neither runs beside a timed phase; the timed phases follow each other
+    more closely. `capacity` counts both kinds, so a search keeps the next candidates submitted. Their walls (submit
+    to verdict, what `--worker-s` adds up) include the wait for a slot, as they include the wait for the timed phase.
+    On a GPU the untimed work takes no lock and would run beside another evaluation's timed phase: no overlap."""
 
     def __init__(self, workers: int = 1, sandbox: str = "auto", evaluator: LocalEvaluator | None = None,
-                 build_cache: str | None = None) -> None:
+                 build_cache: str | None = None, overlap: bool | None = None) -> None:
         if workers < 1:
             raise ValueError(f"LocalRunner needs at least one worker, not {workers}.")
         self._workers = workers
+        self._overlap = likely_device("auto") == "cpu" if overlap is None else overlap
+        self._slots = threading.BoundedSemaphore(workers)
         self._own_evaluator = evaluator is None
         self._evaluator = evaluator or LocalEvaluator(sandbox, build_cache)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="opforge-eval")
+        self._pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix="opforge-eval")
 
     @property
     def capacity(self) -> int:
-        return self._workers
+        return 2 * self._workers if self._overlap else self._workers
 
     def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]:
-        return self._pool.submit(evaluate_safely, self._evaluator, task, candidate, cfg)
+        if not self._overlap:
+            return self._pool.submit(evaluate_safely, self._evaluator, task, candidate, cfg)
+        return self._pool.submit(self._evaluate_in_slot, task, candidate, cfg)
+
+    def _evaluate_in_slot(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:
+        """One evaluation holding a worker's slot until its timing is over (or it ends), whichever comes first."""
+        self._slots.acquire()
+        held = [True]
+
+        def release() -> None:  # called in this thread only: by the evaluator, then here
+            if held[0]:
+                held[0] = False
+                self._slots.release()
+
+        try:
+            return evaluate_safely(self._evaluator, task, candidate, cfg, timed_over=release)
+        finally:
+            release()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -3,6 +3,7 @@ and a whole search through real Ray with two CPU actors."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -49,7 +50,98 @@ def test_local_runner_returns_statuses_for_bad_candidates():
         sneaky = runner.submit(task, Candidate.from_source("import subprocess\nclass ModelNew: pass\n"), FAST)
         assert broken.result(timeout=60).status == Status.COMPILE_ERROR
         assert sneaky.result(timeout=60).status == Status.REJECTED
+        assert runner.capacity in (2, 4)  # 4 where evaluations overlap (no GPU here): see the tests below
+    finally:
+        runner.close()
+
+
+class _Staged:
+    """An evaluator whose evaluations say when they start and wait to be let through their timing and their end."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, threading.Event] = {}
+        self.timed: dict[str, threading.Event] = {}
+        self.finish: dict[str, threading.Event] = {}
+
+    def stage(self, name: str) -> None:
+        for d in (self.started, self.timed, self.finish):
+            d[name] = threading.Event()
+
+    def evaluate(self, task, candidate, cfg, timed_over=None) -> EvalResult:
+        name = candidate.note
+        self.started[name].set()
+        if name == "untimed":
+            raise RuntimeError("refused before timing")
+        assert self.timed[name].wait(30)
+        if timed_over is not None:
+            timed_over()
+        assert self.finish[name].wait(30)
+        return EvalResult(Status.OK, name)
+
+    def close(self) -> None:
+        pass
+
+
+def _named(name: str) -> Candidate:
+    return Candidate.from_source(f"# {name}\n", note=name)
+
+
+def test_overlapping_runner_starts_the_next_evaluation_once_the_timing_of_one_is_over():
+    staged = _Staged()
+    for name in ("a", "b", "c"):
+        staged.stage(name)
+    runner = LocalRunner(workers=1, evaluator=staged, overlap=True)  # type: ignore[arg-type]
+    try:
         assert runner.capacity == 2
+        task = load_task(TASK)
+        a, b = runner.submit(task, _named("a"), FAST), runner.submit(task, _named("b"), FAST)
+        assert staged.started["a"].wait(30)
+        assert not staged.started["b"].wait(0.3)  # one worker: b waits while a is prepared and timed
+        staged.timed["a"].set()
+        assert staged.started["b"].wait(30)  # a's timing is over: b starts while a is finishing
+        assert not a.done()
+        c = runner.submit(task, _named("c"), FAST)
+        assert not staged.started["c"].wait(0.3)  # b holds the one slot until its own timing is over
+        staged.finish["a"].set()
+        assert a.result(timeout=30).reason == "a"
+        assert not staged.started["c"].wait(0.3)  # a's end frees no slot: it had given it up
+        staged.timed["b"].set()
+        assert staged.started["c"].wait(30)
+        staged.finish["b"].set()
+        staged.timed["c"].set()
+        staged.finish["c"].set()
+        assert b.result(timeout=30).reason == "b" and c.result(timeout=30).reason == "c"
+    finally:
+        runner.close()
+
+
+def test_an_evaluation_that_fails_before_timing_gives_its_slot_back():
+    staged = _Staged()
+    for name in ("untimed", "after"):
+        staged.stage(name)
+    runner = LocalRunner(workers=1, evaluator=staged, overlap=True)  # type: ignore[arg-type]
+    try:
+        task = load_task(TASK)
+        failed = runner.submit(task, _named("untimed"), FAST)
+        assert failed.result(timeout=30).status == Status.CRASHED
+        after = runner.submit(task, _named("after"), FAST)
+        staged.timed["after"].set()
+        staged.finish["after"].set()
+        assert after.result(timeout=30).status == Status.OK
+    finally:
+        runner.close()
+
+
+def test_a_runner_without_overlap_runs_as_many_evaluations_as_workers():
+    staged = _Staged()
+    staged.stage("a")
+    runner = LocalRunner(workers=2, evaluator=staged, overlap=False)  # type: ignore[arg-type]
+    try:
+        assert runner.capacity == 2
+        future = runner.submit(load_task(TASK), _named("a"), FAST)
+        staged.timed["a"].set()
+        staged.finish["a"].set()
+        assert future.result(timeout=30).status == Status.OK
     finally:
         runner.close()
 
