@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,12 +49,10 @@ def device_key(kind: str, environ: dict[str, str] | None = None) -> str:
 
 
 class DeviceLock:
-    def __init__(self, key: str, directory: Path | None = None, observer: PhaseObserver | None = None,
-                 poll_s: float = 0.01):
+    def __init__(self, key: str, directory: Path | None = None, observer: PhaseObserver | None = None):
         self.key = key
         self.path = (directory or lock_dir()) / f"{key}.lock"
         self.observer = observer
-        self.poll_s = poll_s
 
     @contextlib.contextmanager
     def held(self, what: str, timeout_s: float = 3600.0) -> Iterator[None]:
@@ -98,12 +97,56 @@ class DeviceLock:
             os.close(gate)
 
     def _acquire(self, fd: int, mode: int, deadline: float, timeout_s: float) -> None:
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise DeviceBusy(f"the {self.key} device stayed busy with another evaluation's timed phase "
-                                     f"for {timeout_s:.0f} s") from None
-                time.sleep(self.poll_s)
+        """Take the lock, waiting in the kernel (a helper thread's blocking `flock` on a duplicate of `fd`, the same
+        open file description): the waiter wakes as the holder lets go, where polling every 10 ms added up to that
+        between one timed phase and the next. A wait past the deadline is abandoned: its helper lets go of the lock
+        if it gets it later."""
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        waiter = _Waiter(os.dup(fd), mode)
+        if not waiter.wait(max(0.0, deadline - time.monotonic())):
+            raise DeviceBusy(f"the {self.key} device stayed busy with another evaluation's timed phase "
+                             f"for {timeout_s:.0f} s") from None
+
+
+class _Waiter:
+    """One blocking `flock` in a daemon thread; its duplicate descriptor is closed once the lock is taken (the
+    original keeps the description, and so the lock, open) or, when the wait was abandoned, after letting go."""
+
+    def __init__(self, fd: int, mode: int) -> None:
+        self._fd, self._mode = fd, mode
+        self._state = threading.Lock()
+        self._taken = threading.Event()
+        self._abandoned = False
+        threading.Thread(target=self._take, name="opforge-device-lock-wait", daemon=True).start()
+
+    def _take(self) -> None:
+        try:
+            fcntl.flock(self._fd, self._mode)
+            with self._state:
+                if self._abandoned:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                else:
+                    self._taken.set()
+        finally:
+            os.close(self._fd)
+
+    def wait(self, timeout_s: float) -> bool:
+        """True once the lock is taken; False (and the wait abandoned) after `timeout_s` or an interruption."""
+        try:
+            if self._taken.wait(timeout_s):
+                return True
+        except BaseException:
+            self._abandon()
+            raise
+        return self._abandon()
+
+    def _abandon(self) -> bool:
+        with self._state:
+            if self._taken.is_set():
+                return True
+            self._abandoned = True
+            return False
