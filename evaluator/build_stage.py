@@ -140,10 +140,13 @@ def _device_covered(archs: str | None) -> bool:
 
 
 def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: str,
-                   server: BuildServer) -> dict[str, Any]:
-    """Sends `load` and answers the worker's build requests until its final reply; one deadline for all of it."""
+                   server: BuildServer, asked: bool = False) -> dict[str, Any]:
+    """Sends `load` (unless `asked` already: `ask_load`) and answers the worker's build requests until its final
+    reply; one deadline for all of it."""
     deadline = time.monotonic() + timeout_s
-    reply, _ = conn.request(replace(load, builds=True, build_mode=server.mode), timeout_s, doing)
+    if not asked:
+        ask_load(conn, load, server)
+    reply, _ = conn.recv(timeout_s, doing)
     while reply.get("status") == "build":
         built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
         if built.verdict == "timeout":
@@ -157,6 +160,11 @@ def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: 
             raise Refused(Status.CRASHED, "the candidate process died while its sources were built") from None
         reply, _ = conn.recv(max(deadline - time.monotonic(), 0.001), doing)
     return reply
+
+
+def ask_load(conn: WorkerConnection, load: Load, server: BuildServer) -> None:
+    """Send `load`, its builds to be asked of `server`; `load_candidate(..., asked=True)` reads the reply."""
+    conn.ask(replace(load, builds=True, build_mode=server.mode))
 
 
 _collectors: dict[tuple[str, tuple[str, ...]], Zygote] = {}

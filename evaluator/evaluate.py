@@ -23,7 +23,7 @@ from typing import Any
 from evaluator import policy
 from evaluator.build_cache import BuildCache
 from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_in_triton_interpreter
-from evaluator.build_stage import BuildServer, build_mode, load_candidate
+from evaluator.build_stage import BuildServer, ask_load, build_mode, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.commands import Check, Load, Profile, Run
@@ -235,19 +235,21 @@ class LocalEvaluator:
 
     def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, ref: WorkerConnection,
               cand: WorkerConnection) -> Loaded:
-        """The task's load (`load`, asked of the reference already) answered, then the candidate loaded in its own
-        worker (its builds answered by the driver)."""
+        """The candidate's load asked at once, so that its worker loads the task and imports the candidate while the
+        reference loads the task (`load`, asked of it already); the reference's reply read, then the candidate's
+        (its builds answered by the driver)."""
+        builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
+        ask_load(cand, dataclasses.replace(load, candidate_source=candidate.source), builds)
         reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
         n_variants = int(reply["variants"])
-        if n_variants > len(load.init_seeds):
-            load = dataclasses.replace(load, init_seeds=load.init_seeds + tuple(
-                fresh_seed() for _ in range(n_variants - len(load.init_seeds))))
+        if n_variants > len(load.init_seeds):  # each worker builds variant v's weights from init_seeds[v]
+            raise TaskError(f"{ref.task_label}: {n_variants} shape variants, more than the {len(load.init_seeds)} "
+                            "an evaluation seeds")
         shape = reply.get("interpreter_shape")
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
-        builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
-                       cfg.compile_timeout_s, "importing and compiling the candidate", builds)
+                       cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True)
         return Loaded(load, n_variants, reply.get("tolerance"), shape_note)
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
