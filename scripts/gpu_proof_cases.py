@@ -183,10 +183,14 @@ def per_call_median_ms(csv_text: str, calls: int) -> float | None:
 
 
 # -- measurements --------------------------------------------------------------------------------------------------
+class ProofFailure(RuntimeError):
+    """An evaluation the proof needed did not pass: that part fails, the others still run (gpu_proof.main)."""
+
+
 def evaluate(evaluator: LocalEvaluator, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:
     result = evaluator.evaluate(task, candidate, cfg)
     if result.status != Status.OK:
-        raise SystemExit(f"gpu_proof: {task.name}: the evaluator said {result.status}: {result.reason}")
+        raise ProofFailure(f"gpu_proof: {task.name}: the evaluator said {result.status}: {result.reason}")
     return result
 
 
