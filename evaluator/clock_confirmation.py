@@ -13,6 +13,12 @@ from evaluator.measure import Measurement, outer_per_call_ms
 
 OUTER_ROUNDS = 3  # re-measures by the driver's clock before a >suspicious_speedup claim is refused
 CLAIM_OVER_CONFIRMED = 4  # a claim this many times above what the driver's clock confirms is refused
+# Whole measurements (timing, recheck, confirmation) before an unconfirmed claim is refused. The worker's own figure
+# can be the noisy one: on the first GPU run an honest Triton ReLU of 64x1024 (a launch-bound call, 3-40 us) was
+# timed at 36x its reference once and refused, while the driver's clock said 0.9x; its other evaluations read
+# 0.1-0.5x. A forged clock claims again and is refused; an honest kernel's figure is taken from the measurement
+# the driver's clock confirmed, and the verdict says a first one was not.
+MEASUREMENTS_BEFORE_REFUSING = 2
 
 
 @dataclass(frozen=True, slots=True)

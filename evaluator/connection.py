@@ -70,7 +70,7 @@ class WorkerConnection:
     def _failure(self, status: Status, what: str) -> Exception:
         """A candidate's failure is its verdict; the reference's is the task's problem (it runs only trusted code)."""
         if self.role == "reference":
-            return TaskError(f"{self.task_label}: the reference process {what}")
+            return TaskError(f"{self.task_label}: the reference process {what}{_last_words(self.log())}")
         return Refused(status, f"the candidate process {what}")
 
     def log(self) -> str:
@@ -86,6 +86,13 @@ class WorkerConnection:
         except OSError:
             pass
         self.zygote.kill(self.handle)
+
+
+def _last_words(log: str, lines: int = 12) -> str:
+    """The end of a dead reference worker's output, for the task's error: the reference runs trusted code only, so
+    what it printed (a traceback while starting, an error of the device's runtime) is the one clue to the cause."""
+    tail = [line for line in log.strip().splitlines() if line.strip()][-lines:]
+    return "; its last output:\n" + "\n".join(tail) if tail else ""
 
 
 def close_all(*conns: WorkerConnection | None) -> None:

@@ -30,8 +30,16 @@ class Limits:
 
 
 def assert_fork_safe() -> None:
-    """A zygote must never have initialised CUDA: its forked workers would inherit a dead context."""
+    """A zygote must never have started CUDA: its forked workers would inherit a dead context. Checked in the zygote
+    (torch initialised CUDA) and again in each forked worker, where torch marks a "bad fork" when the parent called
+    CUDA's runtime at all, even only to count devices (`torch.cuda.is_available()` without the NVML-based check,
+    which `sandbox.zygote_environment` sets): found on the first run on a GPU, where every worker died at its
+    device warm-up."""
     import torch
+    if torch.cuda._is_in_bad_fork():
+        raise ForkSafetyError("this worker's zygote called CUDA's runtime before forking (for example "
+                              "torch.cuda.is_available() without PYTORCH_NVML_BASED_CUDA_CHECK=1); a forked "
+                              "worker cannot use CUDA then")
     if torch.cuda.is_initialized():
         raise ForkSafetyError("CUDA was initialised in a process that forks evaluation workers")
 

@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import tempfile
+import traceback
 
 from evaluator import process_tree
 
@@ -162,6 +163,9 @@ def main() -> None:
             try:
                 _child(request, chan_fd, log_fd, workdir, role)
             except BaseException:  # noqa: BLE001
+                # Into the worker's log (stderr is its log pipe once _child got that far): a worker that fails
+                # while starting says why, and the driver quotes it (connection.py: the reference's log tail).
+                traceback.print_exc()
                 code = 70
             finally:
                 os._exit(code)

@@ -29,6 +29,7 @@ import os
 import shlex
 import sys
 import time
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -112,15 +113,24 @@ def main(argv: list[str] | None = None) -> int:
     runners = {"env": part_env, "timer": part_timer, "noise": part_noise, "memory": part_memory,
                "energy": part_energy, "prompt": part_prompt, "loop": part_loop, "sol": part_sol,
                **gpu_proof_claims.RUNNERS}
+    failed: list[str] = []
     try:
         for part in parts:
             t0 = time.monotonic()
-            ctx.data[part] = runners[part](ctx)
+            try:
+                ctx.data[part] = runners[part](ctx)
+            except Exception:  # noqa: BLE001 - one part's failure must not cost the others' GPU minutes
+                failed.append(part)
+                ctx.data[part] = {"error": traceback.format_exc()[-4000:]}
+                print(f"gpu_proof: part {part} failed:\n{ctx.data[part]['error']}", file=sys.stderr, flush=True)
             ctx.data.setdefault("seconds", {})[part] = round(time.monotonic() - t0, 1)
             ctx.save()
     finally:
         ctx.evaluator.close()
-    return 0
+    if failed:
+        print(f"gpu_proof: {len(failed)} part(s) failed: {', '.join(failed)} (tracebacks above and in "
+              f"{ctx.json_path})", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -107,6 +107,20 @@ def test_a_process_that_started_cuda_may_not_fork_workers(monkeypatch: pytest.Mo
         hardening.assert_fork_safe()
 
 
+def test_a_worker_forked_from_a_process_that_called_cuda_says_so(monkeypatch: pytest.MonkeyPatch):
+    """torch marks a child "in bad fork" when its parent called CUDA's runtime (the first GPU run's failure)."""
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    with pytest.raises(hardening.ForkSafetyError, match="PYTORCH_NVML_BASED_CUDA_CHECK"):
+        hardening.assert_fork_safe()
+
+
+def test_gpu_zygotes_count_devices_through_nvml_and_cpu_ones_are_left_alone():
+    from evaluator.sandbox import zygote_environment
+    for role in ("reference", "candidate"):
+        assert zygote_environment(role, "cuda", {"PATH": "/bin"})["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+        assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in zygote_environment(role, "cpu", {"PATH": "/bin"})
+
+
 def test_the_builders_link_self_test_links_a_shared_library():
     from evaluator.builder import probe_commands
     check = probe_commands("check", "nvcc", "g++", ["/torch/lib"])
