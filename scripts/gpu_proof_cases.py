@@ -137,7 +137,8 @@ torch.cuda.synchronize()
 for _ in range(calls):
     torch.cuda.nvtx.range_push("proof"); model(*inputs); torch.cuda.synchronize(); torch.cuda.nvtx.range_pop()
 '''
-NCU_UNITS_MS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+NCU_UNITS_MS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
+                "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # both spellings: ncu's releases differ
 
 
 def ncu_median_ms(task: Task, candidate: Candidate, workdir: Path, calls: int = 20) -> float | None:
@@ -153,14 +154,20 @@ def ncu_median_ms(task: Task, candidate: Candidate, workdir: Path, calls: int = 
     t.write_text(task.source)
     c.write_text(candidate.source)
     log = workdir / "ncu.csv"
-    cmd = [ncu, "--csv", "--page", "raw", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
+    cmd = [ncu, "--csv", "--page", "raw", "--print-units", "base", "--metrics", "gpu__time_duration.sum",
+           "--clock-control", "none",
            "--nvtx", "--nvtx-include", "proof/", "--log-file", str(log),
            sys.executable, str(workdir / "ncu_child.py"), str(t), str(c), str(calls)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if not log.exists():
         print(f"gpu_proof: ncu wrote nothing (exit {proc.returncode}): {proc.stderr[-400:]}", file=sys.stderr)
         return None
-    return per_call_median_ms(log.read_text(errors="replace"), calls)
+    text = log.read_text(errors="replace")
+    median = per_call_median_ms(text, calls)
+    if median is None:  # the first GPU run read "n/a" here with no clue why: the log's start says
+        print(f"gpu_proof: no per-call figure from ncu's log (exit {proc.returncode}); its first lines:\n"
+              + "\n".join(text.splitlines()[:12]), file=sys.stderr)
+    return median
 
 
 def per_call_median_ms(csv_text: str, calls: int) -> float | None:

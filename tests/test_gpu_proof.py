@@ -31,6 +31,7 @@ CSV = '''==PROF== Connected to process 1
 def test_ncu_rows_become_a_median_per_call_in_milliseconds():
     assert gpu_proof.per_call_median_ms(CSV, calls=3) == pytest.approx(0.013)  # calls of 12, 13 and 33 us
     assert gpu_proof.per_call_median_ms(CSV, calls=4) is None  # 6 kernels do not split into 4 equal calls
+    assert gpu_proof.per_call_median_ms(CSV.replace('"usecond"', '"us"'), calls=3) == pytest.approx(0.013)
     assert gpu_proof.per_call_median_ms(CSV.replace('"usecond"', '"furlong"'), calls=3) is None
     assert gpu_proof.per_call_median_ms("==PROF== nothing profiled\n", calls=3) is None
 
