@@ -1,6 +1,7 @@
 """The candidate worker's audit hook: what reaches the harness's own objects (frames, the garbage collector's object
-graph, raw memory, tracing, the harness's classes) is refused to untrusted code (the candidate's file, code it
-generates), and every refusal is recorded for the verdict. Python's audit hooks cannot be removed once added.
+graph, raw memory, tracing, the harness's classes) is refused to all but a few library functions that keep frames to
+themselves, and the harness's classes to untrusted code (the candidate's file, code it generates); every refusal is
+recorded for the verdict. Python's audit hooks cannot be removed once added.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any
 from evaluator.library_globals import GenuineGlobals, ModuleFingerprint
 
 # What reaches the harness's own objects (frames, the garbage collector's object graph, raw memory, tracing): refused
-# to code that is not torch's, Triton's or the harness's while the candidate is on the stack (see `install`).
+# to all but the frame users below and load_c's loader, whatever the stack (see `install`).
 _REACHING_EVENTS = frozenset({
     "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
 _REACHING_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# The name the code raising a reaching event calls it by (an attribute's event: the attribute's own name).
+_EVENT_CALLS = {event: event.rpartition(".")[2] for event in _REACHING_EVENTS}
 # What makes a code object, with the file name it will claim (`compile`: source, file name; `code.__new__`: code,
 # file name, ...): the hook trusts code by that name, so only a library's own source may claim a library's file.
 _CODE_EVENTS = frozenset({"compile", "code.__new__"})
@@ -36,6 +39,7 @@ _FRAME_USERS: dict[str, dict[str, frozenset[str]]] = {
     "abc.py": {"*": frozenset()},
     "warnings.py": {"*": frozenset()},
     "traceback.py": {"walk_tb": frozenset({"traceback.py"}), "walk_stack": frozenset({"traceback.py"}),
+                     "_walk_tb_with_full_positions": frozenset({"traceback.py"}),
                      "*": frozenset()},              # formatting: strings out; the walkers only for itself
     "inspect.py": {"*": frozenset({"torch/_jit_internal.py", "torch/_sources.py", "torch/jit/frontend.py",
                                    "inspect.py"})},  # TorchScript's name resolution
@@ -51,15 +55,15 @@ _LOCALS_CAPTURE = {"traceback.py": "capture_locals"}
 
 
 def install(refusals: list[str], candidate_module: str) -> None:
-    """While untrusted code (the candidate's file, code it generates) is on the stack, refuse frame, object-graph,
-    tracing and raw-memory access to everyone but the few library functions known to use frames for themselves only
-    (`_FRAME_USERS`: typing's module names, torch's source locations, traceback's formatting, TorchScript's name
-    resolution), so neither the candidate nor a library function it hands a callable to (a pytree map of
-    `sys._getframe`) gets a frame. Also refuse untrusted code setting attributes of functions it did not define
-    (`__code__`, `__defaults__`: Python audits those, not class attributes, which `Guards.tampered` fingerprints).
-    A frame counts as library code only if it runs with its module's own globals (`library_globals`), and the frame
-    users only while the modules they rely on are unpatched. Every refusal is appended to `refusals` for the
-    verdict."""
+    """Refuse frame, object-graph, tracing and raw-memory access to everyone but the few library functions known to
+    use frames for themselves only (`_FRAME_USERS`: typing's module names, torch's source locations, traceback's
+    formatting, TorchScript's name resolution), each for the calls its own code makes, so neither the candidate nor a
+    library function it hands a callable to (a pytree map of `sys._getframe`) gets a frame, whatever the stack: a
+    finalizer of the candidate's runs library code and builtins from the harness's own frames. Also refuse untrusted
+    code setting attributes of functions it did not define (`__code__`, `__defaults__`: Python audits those, not
+    class attributes, which `Guards.tampered` fingerprints). A frame user counts only with its module's own globals
+    (`library_globals`), while the modules it relies on are unpatched. Every refusal is appended to `refusals` for
+    the verdict."""
     paths = sysconfig.get_paths()
     stdlib_root = os.path.realpath(paths["stdlib"]) + os.sep
     trusted_roots = tuple({os.path.realpath(p) + os.sep for p in (
@@ -160,15 +164,11 @@ def install(refusals: list[str], candidate_module: str) -> None:
         return frame is not None and realpath(frame.f_code.co_filename) == native_file and \
             genuine.holds(frame.f_globals, native_file, own=True) and fingerprint.changed() is None
 
-    def untrusted_on_stack(frame: Any) -> bool:
-        """Whether a frame on the stack runs candidate code: code of an untrusted file, or a library's code with
-        globals that are no module's own (`types.FunctionType(library_code, candidate_globals)`)."""
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if not trusted(filename) or not genuine.holds(frame.f_globals, filename):
-                return True
-            frame = frame.f_back
-        return False
+    def names_its_call(code: types.CodeType, name: str) -> bool:
+        """Whether the asking code names what raised the event (`sys._getframe`, `tb.tb_frame`): a builtin called
+        from C has no frame of its own (a `map` of sys.settrace over the candidate's trace function, iterated by a
+        frame user; weakref.finalize calling sys.settrace), and the nearest frame is then someone else's."""
+        return name in code.co_names or name in code.co_consts
 
     def is_that_files_source(source: Any, filename: str | bytes) -> bool:
         """Whether `source` is the named file's own text: the import system compiling a library module that has no
@@ -219,16 +219,16 @@ def install(refusals: list[str], candidate_module: str) -> None:
                 if not trusted(asking.f_code.co_filename):
                     refuse(f"setting {getattr(args[0], '__qualname__', '?')}.{args[1]}")
                 return
-            if allowed_user(asking) or (event.startswith("ctypes.") and native_loader(asking)):
+            # Whoever is on the stack: a finalizer of the candidate's runs from the harness's own frames, and a
+            # library function or builtin it names (CustomOp._register_impl, whose module's `inspect` the candidate
+            # rebound; `list(map(spy, iter(inspect.stack, None)))`; sys.settrace itself) hands what it takes on.
+            if event.startswith("ctypes."):
+                if native_loader(asking):
+                    return
+            elif names_its_call(asking.f_code, args[1] if event == "object.__getattr__" else _EVENT_CALLS[event]) \
+                    and allowed_user(asking):
                 return
-            what = f"{event} {args[1]}" if event == "object.__getattr__" else event
-            if untrusted_on_stack(asking):
-                refuse(what)
-            # Library code alone on the stack (a finalizer of the candidate's, run as the harness drops an output)
-            # still calls what its modules bind: a rebinding (inspect.getouterframes) would take the frame.
-            rebound = fingerprint.changed()
-            if rebound is not None:
-                refuse(f"{what} after {rebound} was rebound")
+            refuse(f"{event} {args[1]}" if event == "object.__getattr__" else event)
         finally:
             busy[0] = False
 

@@ -38,7 +38,7 @@ from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
 from evaluator.task_check import TaskReport, check_task
-from evaluator.trials import (Checked, Loaded, Profiled, Timed, plan, recheck_timed,
+from evaluator.trials import (Checked, Loaded, Profiled, Timed, TrialRuns, ask_first_trial, plan, recheck_timed,
                               refuse_other_work_when_timed, run_trials)
 from evaluator.warm_start import WarmZygotes, hidden_caches
 
@@ -131,17 +131,21 @@ class LocalEvaluator:
         try:
             with self._beside(kind, "starting both workers, loading and building"):
                 # Both zygotes fork side by side (each fork copies a torch process's page tables), and the reference
-                # loads the task (imports, builds the models) while the candidate's worker is still being forked, or
-                # its zygote still starting. The reference's fork runs in a helper thread: its zygote is never under
-                # bubblewrap, whose --die-with-parent would follow a thread that restarted it.
+                # loads the task (imports, builds the models) and computes its first trial while the candidate's
+                # worker is still being forked, or its zygote still starting, or the candidate loading. The
+                # reference's fork runs in a helper thread: its zygote is never under bubblewrap, whose
+                # --die-with-parent would follow a thread that restarted it.
                 load = self._task_load(task, candidate, kind, cfg)
                 with ThreadPoolExecutor(1, thread_name_prefix="opforge-reference-start") as pool:
                     starting = pool.submit(self._start_reference, kind, cfg, task, load)
                     try:
                         cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task)
+                        # Its load asked at once: it loads the task and imports the candidate beside the reference.
+                        builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
+                        ask_load(cand, dataclasses.replace(load, candidate_source=candidate.source), builds)
                     finally:
-                        ref = starting.result()
-                loaded = self._load(candidate, cfg, kind, load, ref, cand)
+                        ref, ref_reply, trial_runs = starting.result()
+                loaded = self._load(candidate, cfg, kind, load, ref_reply, trial_runs, cand, builds)
             progress["load"] = loaded.load
             result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded, timed_over)
         except Refused as exc:
@@ -166,7 +170,7 @@ class LocalEvaluator:
         """The evaluation after loading, as a sequence of steps, each returning its record; the first failure is the
         verdict."""
         with self._beside(kind, "correctness trials"):
-            checked = run_trials(ref, cand, cfg, plan(cfg, loaded.variants), loaded.tolerance)
+            checked = run_trials(ref, cand, cfg, loaded.trials, loaded.tolerance)
         backend = backend_of(checked.kernels or {}, cuda_sources=has_cuda_sources(candidate.source),
                              device_kind=kind, allow_torch=cfg.allow_torch)
         if checked.failure is not None:
@@ -223,15 +227,18 @@ class LocalEvaluator:
                           profile=MappingProxyType(profiled.metrics), device=dev, backend=backend,
                           suspicious=confirmed.suspicious, trials=checked.trials)
 
-    def _start_reference(self, kind: str, cfg: EvalConfig, task: Task, load: Load) -> WorkerConnection:
-        """A reference worker forked and asked to load the task (its reply is read by `_load`)."""
+    def _start_reference(self, kind: str, cfg: EvalConfig, task: Task,
+                         load: Load) -> tuple[WorkerConnection, dict[str, Any], TrialRuns]:
+        """A reference worker forked and the task loaded in it (its reply); then its first correctness trial is
+        asked at once, while the candidate's zygote may still be starting (`TrialRuns`)."""
         ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task)
         try:
             ref.ask(load)
+            reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
+            return ref, reply, ask_first_trial(ref, plan(cfg, int(reply["variants"])))
         except BaseException:
             ref.close()
             raise
-        return ref
 
     @staticmethod
     def _task_load(task: Task, candidate: Candidate, kind: str, cfg: EvalConfig) -> Load:
@@ -241,24 +248,20 @@ class LocalEvaluator:
                     interpreter_shape=runs_in_triton_interpreter(candidate.source, kind),
                     require_kernels=not cfg.allow_torch, copy_grants=names_triton(candidate.source))
 
-    def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, ref: WorkerConnection,
-              cand: WorkerConnection) -> Loaded:
-        """The candidate's load asked at once, so that its worker loads the task and imports the candidate while the
-        reference loads the task (`load`, asked of it already); the reference's reply read, then the candidate's
-        (its builds answered by the driver)."""
-        builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
-        ask_load(cand, dataclasses.replace(load, candidate_source=candidate.source), builds)
-        reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
+    def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, reply: dict[str, Any],
+              trial_runs: TrialRuns, cand: WorkerConnection, builds: BuildServer) -> Loaded:
+        """The candidate's load (asked already, beside the reference's) answered, its builds by the driver, once the
+        reference has loaded the task (`reply`) and been asked its first trial (`trial_runs`)."""
         n_variants = int(reply["variants"])
         if n_variants > len(load.init_seeds):  # each worker builds variant v's weights from init_seeds[v]
-            raise TaskError(f"{ref.task_label}: {n_variants} shape variants, more than the {len(load.init_seeds)} "
+            raise TaskError(f"{cand.task_label}: {n_variants} shape variants, more than the {len(load.init_seeds)} "
                             "an evaluation seeds")
         shape = reply.get("interpreter_shape")
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
                        cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True)
-        return Loaded(load, n_variants, reply.get("tolerance"), shape_note)
+        return Loaded(load, n_variants, reply.get("tolerance"), shape_note, trial_runs)
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
               checked: Checked) -> Timed:

@@ -12,7 +12,7 @@ import os
 import resource
 from dataclasses import dataclass
 
-from evaluator import call_watch, device_warmup, interpreter_gaps, landlock, process_tree
+from evaluator import call_watch, collector_guard, device_warmup, interpreter_gaps, landlock, process_tree
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -94,4 +94,7 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
     if device == "cuda":
         cap_gpu_memory(limits.gpu_memory_fraction)
     guards.install_dispatch_guard()
+    problem = collector_guard.forbid_saving()  # before the hook: it writes through ctypes
+    if problem is not None:
+        guards.refusals.append(problem)  # every candidate refused rather than run with gc.garbage open
     guards.install_audit_hook(candidate_module)  # last: nothing after it needs frames

@@ -1,12 +1,17 @@
-"""The C library's heap in a process that times several sides one after the other (`scripts/bench_native.py`,
-`scripts/bench_seed_ab.py`: eager PyTorch, a native seed and a copy, call by call).
+"""The C library's heap of a process that times calls: every CPU worker of the evaluator (both sides alike, set by
+`zygote.py` before the worker is hardened), and the benchmark scripts that time several sides in one process
+(`scripts/bench_native.py`, `scripts/bench_seed_ab.py`: eager PyTorch, a native seed and a copy, call by call).
 
 glibc hands an allocation of 32 MiB or more to the system afresh each time (mmap) and gives a freed heap top back once
 it passes its trim threshold, so the next large output is fresh pages: one minor fault per 4 KiB page, about 1.5 us
 each on a VM, 12 ms for a 31 MiB output, several times the memory's own time for it. In the evaluator each side runs in
 a process of its own, where a kernel that allocates only its output reuses the same memory from its second call on;
 in one process shared with eager PyTorch's temporaries, whether a seed's output faults depends on what eager freed
-just before (measured: softmax_backward's seed took 4.5-6 ms in rounds without faults, 18 ms with its 7,874). Kept
+just before (measured: softmax_backward's seed took 4.5-6 ms in rounds without faults, 18 ms with its 7,874). A
+worker is no exception: its fresh inputs of each timed call (drawn, scaled, the first copy freed), the outputs it
+copies for the driver and its checks move the heap's top, so the timed call's 31 MiB output was fresh pages (7,936
+faults, several times the call) in 2-7 of a side's 20-60 timed calls, a different number in every evaluation
+(docs/PERFORMANCE.md, "Repeat-run noise"). Kept
 heap (`keep_freed_memory`): nothing is mapped afresh nor trimmed, every side reuses freed memory as it would in steady
 state, and the times are the kernels' and the memory's, as the stored copy bandwidth's are (`cpu_peaks`).
 """
@@ -14,8 +19,8 @@ state, and the times are the kernels' and the memory's, as the stored copy bandw
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import resource
+from typing import Any
 
 M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
 M_MMAP_MAX = -4
@@ -25,10 +30,8 @@ TRIM_NEVER_BYTES = 2**31 - 1  # the largest trim threshold mallopt takes (an int
 def keep_freed_memory() -> bool:
     """Make this process's C heap keep what it frees (no mmap per allocation, no trimming); False where the C library
     is not glibc or refused. Call before the timed sides allocate."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+    try:  # the symbols already loaded (no `find_library`, which runs a helper program: a worker calls this)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
@@ -38,3 +41,66 @@ def keep_freed_memory() -> bool:
 def minor_faults() -> int:
     """This process's minor page faults so far (all its threads)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+HEADROOM_PER_INPUT_BYTE = 6  # a timed call's inputs, their draw's temporary, the output, its copy and the reply's
+RESERVE_PER_INPUT_BYTE = 16  # at most this many blocks of the inputs' size
+RESERVE_CAP_BYTES = 512 * 2**20
+
+
+def reserve(input_bytes: int) -> int:
+    """Write, once, the kept heap's memory that a timed call's allocations of `input_bytes` can land in: blocks of that
+    size, allocated until they cover the heap's free bytes and `HEADROOM_PER_INPUT_BYTE` times `input_bytes` of growth
+    (at most `RESERVE_PER_INPUT_BYTE` blocks and `RESERVE_CAP_BYTES`), each written and all freed. A worker's heap holds free memory it inherited from its
+    zygote (copy on write: a first write faults every page as a fresh one would); where a timed call's 31 MiB output
+    landed in such memory, or grew the heap, the call faulted 7,936 pages, several times its own time. The C library's
+    own functions, found when this module was imported (before any candidate code). Measured (2026-11-24, 31 MiB
+    softmax input, a zygote's worker holding about 360 MB of free heap): 552 MB written in about 85 ms a side, outside
+    timing; small inputs cost next to nothing. Returns the bytes written (0 where the C library could not be
+    reached)."""
+    if input_bytes <= 0 or _malloc is None or _free is None:
+        return 0
+    budget = min(_free_heap_bytes() + HEADROOM_PER_INPUT_BYTE * input_bytes, RESERVE_PER_INPUT_BYTE * input_bytes,
+                 RESERVE_CAP_BYTES)
+    blocks: list[int] = []
+    try:
+        while len(blocks) * input_bytes < budget:
+            block = _malloc(input_bytes)
+            if not block:
+                break
+            blocks.append(block)
+            _memset(block, 0, input_bytes)
+    finally:
+        for block in blocks:
+            _free(block)
+    return len(blocks) * input_bytes
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _free_heap_bytes() -> int:
+    """The free bytes of the C heap's chunks (mallinfo2's fordblks), 0 where glibc has no mallinfo2 (before 2.33)."""
+    if _mallinfo2 is None:
+        return 0
+    return int(_mallinfo2().fordblks)
+
+
+def _libc_functions() -> tuple[Any, Any, Any]:
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, free = libc.malloc, libc.free
+    except (OSError, AttributeError, TypeError):
+        return None, None, None
+    malloc.argtypes, malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    free.argtypes, free.restype = [ctypes.c_void_p], None
+    mallinfo2 = getattr(libc, "mallinfo2", None)
+    if mallinfo2 is not None:
+        mallinfo2.argtypes, mallinfo2.restype = [], _MallInfo2
+    return malloc, free, mallinfo2
+
+
+_malloc, _free, _mallinfo2 = _libc_functions()
+_memset = ctypes.memset

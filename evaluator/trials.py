@@ -58,11 +58,35 @@ def plan(cfg: EvalConfig, n_variants: int) -> tuple[Trial, ...]:
     return tuple(trials)
 
 
-def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, trials: tuple[Trial, ...],
-               tolerance: dict[str, float] | None) -> Checked:
-    """Runs `trials` in order and stops at the first incorrect one. Refuses (raises `Refused`) a candidate that
-    launched no kernel where the reference had work to do, unless PyTorch-only candidates are allowed."""
+@dataclass(frozen=True, slots=True)
+class TrialRuns:
+    """The trials with their runs (fresh seeds drawn), the first of them asked of the reference already: a cold
+    evaluation asks it as soon as the reference has loaded the task, so that the reference's first trial (its first
+    call: 0.3-0.4 s on a busy 2-core machine) runs while the candidate's zygote is still starting or the candidate
+    loading, not after. Nothing of it reaches the candidate before its own trial."""
+
+    trials: tuple[Trial, ...]
+    runs: tuple[Run, ...]
+    probe_seed: int
+
+
+def ask_first_trial(ref: WorkerConnection, trials: tuple[Trial, ...]) -> TrialRuns:
+    """The trials' runs, the first asked of the reference (its reply is read by `run_trials`)."""
     probe_seed = fresh_seed()
+    runs = tuple(first_sent(Run(variant=t.variant, seed=probe_seed if t.probe == "near-copy" else fresh_seed(),
+                                distribution=t.distribution, trace=True)) for t in trials)
+    if runs:
+        ref.ask(runs[0])  # the reference runs one trial ahead of the candidate (see `_resolve_expected`)
+    return TrialRuns(trials, runs, probe_seed)
+
+
+def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, trials: tuple[Trial, ...] | TrialRuns,
+               tolerance: dict[str, float] | None) -> Checked:
+    """Runs `trials` in order and stops at the first incorrect one (`TrialRuns`: their first run asked of the
+    reference already). Refuses (raises `Refused`) a candidate that launched no kernel where the reference had work
+    to do, unless PyTorch-only candidates are allowed."""
+    asked = trials if isinstance(trials, TrialRuns) else ask_first_trial(ref, trials)
+    trials, runs, probe_seed = asked.trials, asked.runs, asked.probe_seed
     records: list[dict[str, Any]] = []
     fewest: dict[str, int] | None = None
     worst_abs = worst_rel = 0.0
@@ -74,10 +98,6 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         peak, ref_peak = steady_peak(peaks)
         return Checked(tuple(records), worst_abs, worst_rel, fewest, peak, ref_peak, tuple(sorted(notes)), failure)
 
-    runs = [first_sent(Run(variant=t.variant, seed=probe_seed if t.probe == "near-copy" else fresh_seed(),
-                           distribution=t.distribution, trace=True)) for t in trials]
-    if runs:
-        ref.ask(runs[0])  # the reference runs one trial ahead of the candidate (see `_resolve_expected`)
     for i, (trial, run) in enumerate(zip(trials, runs)):
         record: dict[str, Any] = {"variant": trial.variant, "distribution": trial.distribution, "probe": trial.probe}
         primed = run if trial.probe is None else replace(run, prime_seed=probe_seed,
@@ -179,12 +199,14 @@ def refuse_other_work_when_timed(checked: dict[str, int], timed: dict[str, int])
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """Both workers loaded: the reference's load command (replayed by the compile baseline and by a reference
-    failure's blame), the task's shape variants, its tolerance, and the note when timed on INTERPRETER_SHAPE."""
+    failure's blame), the task's shape variants, its tolerance, the note when timed on INTERPRETER_SHAPE, and the
+    correctness trials' runs."""
 
     load: Load
     variants: int
     tolerance: dict[str, float] | None
     shape_note: str
+    trials: TrialRuns  # the first asked of the reference already
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import call_watch, interpreter_gaps, timing, torch_profile
+from evaluator import call_watch, heap, interpreter_gaps, timing, torch_profile
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
 from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, NextCall, Profile, Run, Time, parse
@@ -37,6 +37,7 @@ class Worker:
         self.models: dict[int, torch.nn.Module] = {}
         self.init_seeds: list[int] = []
         self.timer: timing.CallTimer | None = None
+        self.heap_reserved = False  # `heap.reserve`, before the first timed calls
         self.grad = False
         self.compiled = False
         self.reference_states: dict[int, dict[str, torch.Tensor]] = {}  # candidate: the reference's weights
@@ -194,6 +195,8 @@ class Worker:
         model = self._model(variant)
         seed: int | None = int(cmd.seed)
         warm_inputs = rt.inputs(variant, int(cmd.seed))
+        if not self.heap_reserved and not timer.cuda:  # a CPU worker's heap is kept (zygote.py): settle it first
+            self.heap_reserved = heap.reserve(timer.args_bytes(warm_inputs)) > 0
         deadline = timing.now_ms() + float(cmd.warmup_ms)
         with torch.set_grad_enabled(self.grad):
             while timing.now_ms() < deadline:

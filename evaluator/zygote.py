@@ -56,8 +56,13 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
 
     from evaluator.guards import Guards
     from evaluator.hardening import Limits, assert_fork_safe, harden
+    from evaluator.heap import keep_freed_memory
     from evaluator.worker import CANDIDATE_MODULE
     assert_fork_safe()
+    if request["device"] == "cpu":
+        # Both roles: a timed call's output reuses freed memory instead of faulting in fresh pages in some calls and
+        # not others, by the heap's history (the kernels' and the memory's time, as the stored copy bandwidth is).
+        keep_freed_memory()
     guards = Guards()  # in both roles, so that reference and candidate pay the same per-call costs
     limits = Limits(int(request.get("memory_limit_bytes", 0)), int(request.get("cpu_limit_s", 0)),
                     float(request.get("gpu_memory_fraction", 0.0)))

@@ -1,7 +1,9 @@
 """The audit hook trusts a frame by the file its code names; a library's code object run with the candidate's globals
-(`types.FunctionType`), a frame user (or library code alone on the stack) whose module was patched, and a frame user called through a chain it does not
-allow are candidate code all the same (`evaluator/library_globals.py`). The hook's cases run in a child process: an
-audit hook cannot be removed."""
+(`types.FunctionType`), a frame user whose module was patched, and a frame user called through a chain it does not
+allow are candidate code all the same (`evaluator/library_globals.py`). Library code alone on the stack (a finalizer
+run from the harness's frames) gets no frames but a frame user's, and a frame user only for the calls its own code
+makes (not a builtin that C calls for the candidate while the frame user is the nearest frame). The hook's cases run
+in a child process: an audit hook cannot be removed."""
 
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ CHILD = textwrap.dedent('''
             __import__("traceback").walk_stack(None), capture_locals=True)),
     }
 
-    # Library code alone on a thread's stack: allowed with its own globals, refused with foreign ones.
+    # Library code alone on a thread's stack: it gets no frames (the pool hands its result to whoever submitted it),
+    # and none with foreign globals or a patched module either.
     from concurrent.futures import ThreadPoolExecutor
     outer = inspect_module.stack.__code__
     with ThreadPoolExecutor(1) as pool:
@@ -80,6 +83,60 @@ CHILD = textwrap.dedent('''
             outcomes["library alone, module patched"] = "allowed" if patched.exception() is None else "refused"
         finally:
             inspect_module.getouterframes = real
+
+    # Finalizers run from the harness's frames, with no candidate frame on the stack: library code or a builtin they
+    # call must not hand a frame to the candidate all the same.
+    import collections, threading, traceback, weakref, torch._custom_op.impl as custom_op_impl
+    sys.unraisablehook = lambda unraisable: None  # a refusal in a finalizer is reported there
+    caught = []
+    def tracer(frame, event, arg):
+        caught.append(frame)
+    def take(*frames):
+        caught.extend(frames)
+        raise StopIteration
+
+    class Op:
+        _impls = {}
+        def _has_impl(self, kind):
+            return False
+
+    class Dropped:
+        pass
+
+    def finalized(func, *args):
+        """'allowed' if a frame reached the candidate from a finalizer calling func(*args), run as a thread of the
+        standard library's drops the last reference: library frames alone on the stack, like the harness's."""
+        caught.clear()
+        holder = [Dropped()]
+        weakref.finalize(holder[0], func, *args)
+        thread = threading.Thread(target=holder.clear)
+        thread.start()
+        thread.join()
+        return "allowed" if caught else "refused"
+
+    outcomes["finalizer: sys.settrace"] = finalized(sys.settrace, tracer)
+    outcomes["finalizer: a map of sys._getframe"] = finalized(list, map(take, iter(sys._getframe, None)))
+    outcomes["finalizer: a map of inspect.stack"] = finalized(list, map(take, iter(inspect_module.stack, None)))
+    custom_op_impl.inspect = types.SimpleNamespace(getframeinfo=take)
+    try:
+        outcomes["finalizer: library code, its unfingerprinted module rebound"] = finalized(
+            custom_op_impl.CustomOp._register_impl, Op(), "k", None, 1)
+    finally:
+        custom_op_impl.inspect = inspect_module
+    caught.clear()
+    def namedtuple_of_settrace():
+        try:
+            collections.namedtuple("X", map(sys.settrace, [tracer]))
+        except (TypeError, ValueError):
+            pass  # settrace returned None, no field name: the tracer is in all the same
+    outcomes["frame user calling a builtin for the candidate"] = attempt(namedtuple_of_settrace)
+    def raised_walk():
+        try:
+            raise ValueError
+        except ValueError as error:
+            list(getattr(traceback, "_walk_tb_with_full_positions")(error.__traceback__))
+    outcomes["traceback's private walker"] = attempt(raised_walk)
+    outcomes["traced"] = "allowed" if caught else "refused"
     print(json.dumps({"outcomes": outcomes, "refusals": refusals}))
 ''')
 
@@ -98,11 +155,19 @@ def test_library_code_counts_only_with_its_own_unpatched_globals(tmp_path):
         "inspect through _jit_internal, called by the candidate": "refused",
         "traceback's text of the stack": "allowed",
         "traceback's text with every local": "refused",
-        "library alone, own globals": "allowed",
+        "library alone, own globals": "refused",
         "library alone, foreign globals": "refused",
         "library alone, module patched": "refused",
+        "finalizer: sys.settrace": "refused",
+        "finalizer: a map of sys._getframe": "refused",
+        "finalizer: a map of inspect.stack": "refused",
+        "finalizer: library code, its unfingerprinted module rebound": "refused",
+        "frame user calling a builtin for the candidate": "refused",
+        "traceback's private walker": "refused",
+        "traced": "refused",
     }
-    assert len(report["refusals"]) == 6 and all("sys._getframe" in r for r in report["refusals"])
+    assert len(report["refusals"]) == 13, report["refusals"]
+    assert all(any(event in r for event in ("sys._getframe", "sys.settrace", "tb_frame")) for r in report["refusals"])
 
 
 def test_genuine_globals_are_module_dicts_only():

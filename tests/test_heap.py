@@ -42,3 +42,35 @@ def test_a_kept_heap_reuses_a_large_output_where_glibc_faults_it_in_afresh():
     assert kept
     assert default_faults >= (48 << 20) // 4096 // 2  # most of the 12,288 pages, every call
     assert kept_faults < 100
+
+
+RESERVE_PROBE = """
+import sys
+import torch
+from evaluator.heap import keep_freed_memory, minor_faults, reserve
+keep_freed_memory()
+written = reserve(48 << 20) if sys.argv[1] == "reserve" else 0
+before = minor_faults()
+out = torch.empty(48 << 18)  # a first 48 MiB output: the heap grows into fresh pages unless they were written
+out.fill_(1.0)
+print(written, minor_faults() - before)
+"""
+
+
+def reserve_probe(mode: str) -> tuple[int, int]:
+    proc = subprocess.run([sys.executable, "-c", RESERVE_PROBE, mode], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    written, faults = proc.stdout.split()
+    return int(written), int(faults)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_reserved_kept_heap_gives_a_first_large_output_written_pages():
+    """What a CPU worker does before its first timed calls (worker.py): without it, the first output of each size
+    (and any that lands in memory inherited from the zygote) faults in every page inside the timed call."""
+    written, reserved_faults = reserve_probe("reserve")
+    _, plain_faults = reserve_probe("plain")
+    assert written >= 48 << 20
+    assert plain_faults >= (48 << 20) // 4096 // 2
+    assert reserved_faults < 100

@@ -88,3 +88,21 @@ def test_each_trial_is_judged_before_any_later_one():
     assert [r.get("ok") for r in checked.trials] == [True, False]
     assert len([e for e in events if e[0] == "candidate" and e[1] == "ask"]) == 2  # never asked the third
     assert len(ref.pending) == 1  # the third trial's run, asked ahead and left unread
+
+
+def test_a_first_trial_asked_ahead_is_read_and_not_asked_again():
+    # A cold evaluation asks the reference's first trial before the candidate has loaded (`ask_first_trial`).
+    from evaluator.trials import ask_first_trial
+
+    events: list[tuple[str, str, Run]] = []
+    ref, cand = FakeWorker("reference", events, _outputs), FakeWorker("candidate", events, _outputs)
+    trials = plan(EvalConfig(), 1)
+    asked = ask_first_trial(ref, trials)  # type: ignore[arg-type]
+    assert events == [("reference", "ask", asked.runs[0])] and not cand.pending
+    checked = run_trials(ref, cand, EvalConfig(), asked, None)  # type: ignore[arg-type]
+    assert checked.failure is None and len(checked.trials) == len(trials)
+    ref_asked = [cmd for role, what, cmd in events if role == "reference" and what == "ask"]
+    assert ref_asked.count(asked.runs[0]) == 1  # the first run is not asked twice
+    cand_asked = [cmd for role, what, cmd in events if role == "candidate" and what == "ask"]
+    assert cand_asked[0] == asked.runs[0]  # and the candidate gets the very run the reference computed
+    assert not ref.pending and not cand.pending
