@@ -126,8 +126,9 @@ class LocalEvaluator:
             with self._beside(kind, "starting both workers, loading and building"):
                 # Both zygotes fork side by side (each fork copies a torch process's page tables), and the reference
                 # loads the task (imports, builds the models) and computes its first trial while the candidate's
-                # worker is still being forked, or its zygote still starting, or the candidate loading. The reference's fork runs in a helper thread: its zygote is never under
-                # bubblewrap, whose --die-with-parent would follow a thread that restarted it.
+                # worker is still being forked, or its zygote still starting, or the candidate loading. The
+                # reference's fork runs in a helper thread: its zygote is never under bubblewrap, whose
+                # --die-with-parent would follow a thread that restarted it.
                 load = self._task_load(task, candidate, kind, cfg)
                 with ThreadPoolExecutor(1, thread_name_prefix="opforge-reference-start") as pool:
                     starting = pool.submit(self._start_reference, kind, cfg, task, load)
