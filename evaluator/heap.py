@@ -51,12 +51,12 @@ RESERVE_CAP_BYTES = 512 * 2**20
 def reserve(input_bytes: int) -> int:
     """Write, once, the kept heap's memory that a timed call's allocations of `input_bytes` can land in: blocks of that
     size, allocated until they cover the heap's free bytes and `HEADROOM_PER_INPUT_BYTE` times `input_bytes` of growth
-    (at most `RESERVE_PER_INPUT_BYTE` blocks and `RESERVE_CAP_BYTES`), each written and all freed. A worker's heap holds free memory it inherited from its
-    zygote (copy on write: a first write faults every page as a fresh one would); where a timed call's 31 MiB output
-    landed in such memory, or grew the heap, the call faulted 7,936 pages, several times its own time. The C library's
-    own functions, found when this module was imported (before any candidate code). Measured (2026-11-24, 31 MiB
-    softmax input, a zygote's worker holding about 360 MB of free heap): 552 MB written in about 85 ms a side, outside
-    timing; small inputs cost next to nothing. Returns the bytes written (0 where the C library could not be
+    (at most `RESERVE_PER_INPUT_BYTE` blocks and `RESERVE_CAP_BYTES`), each written and all freed. A worker's heap
+    holds free memory it inherited from its zygote (copy on write: a first write faults every page as a fresh one
+    would); where a timed call's 31 MiB output landed in such memory, or grew the heap, the call faulted 7,936 pages,
+    several times its own time. It calls the C library's own functions, found when this module was imported (before
+    any candidate code). Measured (2026-11-24, 31 MiB softmax input, a zygote's worker holding about 360 MB of free
+    heap): 552 MB written in about 85 ms a side, outside timing; small inputs cost next to nothing. Returns the bytes written (0 where the C library could not be
     reached)."""
     if input_bytes <= 0 or _malloc is None or _free is None:
         return 0

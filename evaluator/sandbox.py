@@ -82,10 +82,10 @@ def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
-        # A zygote forks its workers, so it may not touch CUDA's runtime: torch.cuda.is_available() (called by
-        # imports such as <culprit>) counts devices through the runtime unless told to ask NVML, and torch then
-        # refuses CUDA in every forked child ("Cannot re-initialize CUDA in forked subprocess"). Seen on the first
-        # GPU run; hardening.assert_fork_safe checks it in each worker.
+        # A zygote forks its workers, so it may not touch CUDA's runtime: torch.cuda.is_available() (called by the
+        # import of torch.utils.cpp_extension, a warm import) counts devices through the runtime unless told to ask
+        # NVML, and torch then refuses CUDA in every forked child ("Cannot re-initialize CUDA in forked
+        # subprocess"). Seen on the first GPU run; hardening.assert_fork_safe checks it in each worker.
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     env.update(openmp_environment(environ))
     # PyTorch's profiler (Kineto) logs two lines to stderr each time it starts and stops, at every level up to

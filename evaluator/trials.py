@@ -103,7 +103,8 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         primed = run if trial.probe is None else replace(run, prime_seed=probe_seed,
                                                          reuse_tensors=trial.probe == "same-tensors")
         first_of_variant = i == 0 or trial.variant != trials[i - 1].variant
-        timeout_s, doing = cfg.compile_timeout_s if first_of_variant else cfg.run_timeout_s, f"correctness trial {i + 1}"
+        timeout_s = cfg.compile_timeout_s if first_of_variant else cfg.run_timeout_s
+        doing = f"correctness trial {i + 1}"
         if trial.distribution == "task":
             # The reference's outputs cannot change what the candidate is asked (no redraw on the task's own
             # inputs), so both workers compute at once.

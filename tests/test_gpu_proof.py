@@ -55,7 +55,8 @@ def test_memory_bound_is_decided_by_the_measured_ridge_point():
 def test_a_dry_run_on_cpu_writes_every_part_it_ran(tmp_path):
     out = tmp_path / "proof"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_proof.py"), "--device", "cpu", "--out",
-                           str(out), "--parts", "env,warmup,timer,calibration,cap,lock,prompt,loop", "--loop-evals", "2", "--timing-s", "0.1"],
+                           str(out), "--parts", "env,warmup,timer,calibration,cap,lock,prompt,loop",
+                           "--loop-evals", "2", "--timing-s", "0.1"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((out / "gpu_proof.json").read_text())

@@ -1,6 +1,6 @@
 """evaluator/heap.py: with the C heap kept, a large output freed and allocated again is soon the same memory, not
-fresh pages; with glibc's defaults it is fresh pages every time (past 32 MiB glibc maps each allocation afresh). Run in child
-processes: the setting is process-wide and would stay with the test session."""
+fresh pages; with glibc's defaults it is fresh pages every time (past 32 MiB glibc maps each allocation afresh). Run
+in child processes: the setting is process-wide and would stay with the test session."""
 
 from __future__ import annotations
 
