@@ -56,8 +56,8 @@ def reserve(input_bytes: int) -> int:
     would); where a timed call's 31 MiB output landed in such memory, or grew the heap, the call faulted 7,936 pages,
     several times its own time. It calls the C library's own functions, found when this module was imported (before
     any candidate code). Measured (2026-11-24, 31 MiB softmax input, a zygote's worker holding about 360 MB of free
-    heap): 552 MB written in about 85 ms a side, outside timing; small inputs cost next to nothing. Returns the bytes written (0 where the C library could not be
-    reached)."""
+    heap): 552 MB written in about 85 ms a side, outside timing; small inputs cost next to nothing. Returns the bytes
+    written (0 where the C library could not be reached)."""
     if input_bytes <= 0 or _malloc is None or _free is None:
         return 0
     budget = min(_free_heap_bytes() + HEADROOM_PER_INPUT_BYTE * input_bytes, RESERVE_PER_INPUT_BYTE * input_bytes,
