@@ -20,7 +20,8 @@ from typing import Any, Callable
 import torch
 
 from evaluator import audit_hook, kernel_stores, process_tree
-from evaluator.dispatch_table import dispatch_dump, dispatch_table, take_primed_dispatch, without_meta
+from evaluator.dispatch_table import (dispatch_dump, dispatch_table, existing_namespaces, take_primed_dispatch,
+                                      without_meta)
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
@@ -85,7 +86,7 @@ class Guards:
         """Refuse kernels registered for PyTorch's existing operators (a Python kernel for aten::clone runs inside
         the harness's own calls, after the timer has stopped). Operators in new namespaces are fine."""
         real = torch._C._dispatch_library
-        existing = frozenset(name.split("::")[0] for name in torch._C._dispatch_get_all_op_names())
+        existing = existing_namespaces()  # on a CPU, those of the zygote's table, the worker's snapshot too
         refusals = self.refusals
 
         def guarded_library(kind: str, ns: str, *args: Any, **kwargs: Any) -> Any:
