@@ -156,3 +156,16 @@ def get_init_inputs():
     large = first.inputs(0, 21, "large", 1e5)[0]
     assert 0.9e5 < float(large.double().std()) < 1.1e5
     assert not torch.equal(sym, first.inputs(0, 22, "normal")[0])
+
+
+def test_draws_on_another_device_are_left_to_that_devices_generator(text):
+    """A GPU run draws on the GPU (its own generator, already fast): the library takes CPU draws only. The device is
+    read from the call and from the default device, as a GPU run's `torch.device` context sets it (meta here)."""
+    draws = FastDraws(text)
+    assert draws.draw(torch.randn, (70_000,), {"device": torch.device("meta")}) is None
+    assert draws.draw(torch.rand_like, (torch.empty(70_000, device="meta"),), {}) is None
+    assert draws.draw(torch.Tensor.normal_, (torch.empty(70_000, device="meta"),), {}) is None
+    with torch.device("meta"):
+        assert draws.draw(torch.randn, (70_000,), {}) is None
+    drawn = draws.draw(torch.randn, (70_000,), {"device": torch.device("cpu")})
+    assert drawn is not None and drawn.shape == (70_000,)
