@@ -129,8 +129,9 @@ def library_text() -> str | None:
         with tempfile.TemporaryDirectory(prefix="draws-build-") as work:
             outcome = build_once(spec, entry_key(spec), Path(work), timeout_s=120)
     if outcome.status != "built":
-        log.warning("inputs are drawn by PyTorch on this CPU: the fast draws did not build (%s)",
-                    (outcome.log or outcome.status).strip().splitlines()[-1:] or outcome.status)
+        why = next(iter((outcome.log or "").strip().splitlines()[-1:]), outcome.status)
+        log.warning("a task's random inputs on a CPU are drawn by PyTorch here (one thread: slower timed calls); the "
+                    "fast draws' library did not build: %s", why)
         return None
     return base64.b64encode(outcome.library).decode("ascii")
 

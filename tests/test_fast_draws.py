@@ -169,3 +169,15 @@ def test_draws_on_another_device_are_left_to_that_devices_generator(text):
         assert draws.draw(torch.randn, (70_000,), {}) is None
     drawn = draws.draw(torch.randn, (70_000,), {"device": torch.device("cpu")})
     assert drawn is not None and drawn.shape == (70_000,)
+
+
+def test_without_a_compiler_there_is_no_library_and_the_workers_draw_with_pytorch(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no gcc, no cc
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("OPFORGE_NATIVE_BUILD_CACHE", str(tmp_path / "cache"))
+    library_text.cache_clear()
+    try:
+        assert library_text() is None
+    finally:
+        library_text.cache_clear()
+    assert "drawn by PyTorch" in caplog.text and "no C compiler" in caplog.text
