@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from evaluator.commands import Batch, Check, Clock, NextCall, Time
+from evaluator.commands import Batch, Check, Clock, Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.contention import Contention, Round, choose, wants_more_rounds
@@ -57,6 +57,9 @@ class SideRecord:
     samples_ms: list[float] = field(default_factory=list)
     walls_ms: list[float] = field(default_factory=list)
     block_walls_ms: list[float] = field(default_factory=list)  # per block, the median of its calls' walls
+    # Per call, the driver's clock from its `go` to the call's reply (the call and what both roles do alike around
+    # it), one for each of `samples_ms`.
+    call_walls_ms: list[float] = field(default_factory=list)
     block_medians_ms: list[float] = field(default_factory=list)  # per block of MIN_BLOCK_CALLS or more, its median
     block_spans: list[tuple[int, int]] = field(default_factory=list)  # per block, its calls' range in samples_ms
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
@@ -170,9 +173,17 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     previous = None
     calls = 0
     walls_ms: list[float] = []
+    call_walls_ms: list[float] = []
     while True:
+        armed, _ = conn.recv(cfg.run_timeout_s, "drawing a timed call's inputs")
+        if armed.get("status") != "armed":
+            raise Refused(Status.REJECTED, f"the worker answered {str(armed.get('status'))[:40]!r} where it was to "
+                                           "say that a timed call's inputs were drawn")
+        go_at = time.perf_counter()
+        conn.send(Go())
         reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
+        call_walls_ms.append((now - go_at) * 1e3)
         if previous is not None:
             walls_ms.append((now - previous) * 1e3)
         previous = now
@@ -213,6 +224,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     rec.walls_ms += walls_ms
     if walls_ms:
         rec.block_walls_ms.append(statistics.median(walls_ms))
+    rec.call_walls_ms += call_walls_ms
     if calls >= MIN_BLOCK_CALLS:
         rec.block_medians_ms.append(statistics.median(rec.samples_ms[-calls:]))
 
@@ -327,13 +339,48 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     claimed_speedup, implied_speedup = ref_ms / max(cand_ms, 1e-9), ref_ms / implied_cand_ms
     # A candidate slower than the reference is not judged here: the watch around its calls (the profiler, the
     # checks on its outputs) costs the driver's clock a few ms a call at 31 MiB that the reference's does not.
-    if claimed_speedup <= 1.0 or claimed_speedup < 2 * implied_speedup:
+    if claimed_speedup <= 1.0:
+        return
+    _cross_check_calls(ref, cand, cand_ms, device_kind)
+    if claimed_speedup < 2 * implied_speedup:
         return
     if wall_gap - claimed_gap > 0.25 * max(ref_ms, cand_ms) + noise + floor_ms:
         raise ClockDisagreement(Status.REJECTED,
                                 f"the candidate's reported times disagree with the driver's clock: its calls took "
                                 f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
                                 f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
+
+
+CALL_GAP_SHARE = 0.1  # of the claimed call time: what the harness's costs around a call may differ by, beyond noise
+CALL_GAP_FLOOR_MS = 0.15  # the same in ms: the roles' watches record different operators (seen: -0.15 to +0.16)
+
+
+def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> None:
+    """Refuse a candidate whose timer claims less of each call than the driver's clock around it allows.
+
+    That clock runs from the driver's `go`, sent once a call's inputs are drawn, to the reply that follows the copies
+    of its outputs; the worker's timer marks lie inside. What the driver saw beyond what the timer claimed is the
+    harness's own work around the call (the watch's end, the copy check, the copies, two messages), the same code in
+    both roles (the checks only the candidate pays come after the reply), so the medians of that remainder, call by
+    call, may differ between the roles only by a little. A timer clock rewritten from C that lags inside calls alone
+    keeps time while the worker waits, and the remainder of each call holds what it took off: a claim of 55% of the
+    call passed the whole-cycle comparison below (a drawn input's cost and the load on the machine dwarfed the lie).
+    Each call's remainder is its own wall less its own timing, so the machine's load, which stretches both, cancels
+    where a gap of walls between blocks did not. CPU only: on a GPU the timer is the device's events, and a launch's
+    host cost is outside them by design."""
+    if device_kind != "cpu":
+        return
+    cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]
+    ref_rest = [w - t for w, t in zip(ref.call_walls_ms, ref.samples_ms)]
+    if len(cand_rest) < MIN_BLOCK_CALLS or len(ref_rest) < MIN_BLOCK_CALLS:
+        return
+    short_ms = statistics.median(cand_rest) - statistics.median(ref_rest)
+    noise_ms = 3 * math.sqrt(_iqr(cand_rest) ** 2 / len(cand_rest) + _iqr(ref_rest) ** 2 / len(ref_rest))
+    if short_ms > CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms:
+        raise ClockDisagreement(Status.REJECTED,
+                                f"the candidate's reported times disagree with the driver's clock: around each call "
+                                f"the driver saw {short_ms:.3f} ms more beyond its timer's figure than around the "
+                                f"reference's (timer tampering)")
 
 
 LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this

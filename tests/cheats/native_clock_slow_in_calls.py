@@ -1,9 +1,11 @@
-# task: relu_sized
+# task: poly_sized
 # expect: rejected
 # why: native code replaces the C function behind time.perf_counter_ns (the worker's timer clock) with its own clock,
 #   which keeps time while the worker waits (the driver's read-it-twice check passes) but falls behind during the
-#   kernel's calls: each call adds 45% of its own duration to a lag, so a kernel at par with PyTorch reports 1.8x.
-#   Below 2x the driver's per-call walls were never compared with the claim.
+#   kernel's calls: each call adds 45% of its own duration to a lag, so the kernel reports 1.8 times its real speedup.
+#   Below twice what the driver's per-call walls implied, a claim was never compared with them (before the fix: ok,
+#   2.1x for a kernel at 1.1x). The kernel makes five passes, about PyTorch's time here, so that the lie (about 1.5
+#   ms a call) stands well above what the driver's clock resolves on a busy 2-core machine (a few tenths of a ms).
 import time
 
 import torch
@@ -41,14 +43,16 @@ int64_t install(int64_t target) {
     return 1;
 }
 
-void relu(const float* restrict x, float* restrict out, int64_t n) {
+void poly(const float* restrict x, float* restrict out, int64_t n) {
     int64_t t0 = real_ns();
-    #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (int pass = 0; pass < 5; ++pass) {
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.0f ? x[i] : 0.0f) * 2.0f + x[i] * x[i] - 1.0f;
+    }
     lag_ns += (real_ns() - t0) * 45 / 100;
 }
 """
-lib = load_c("lagging_clock", SOURCE, functions=["install", "relu"], flags=["-O3", "-march=native", "-fopenmp"])
+lib = load_c("lagging_clock", SOURCE, functions=["install", "poly"], flags=["-O3", "-march=native", "-fopenmp"])
 lib.install(id(time.perf_counter_ns))
 
 
@@ -59,5 +63,5 @@ class ModelNew(nn.Module):
     def forward(self, x):
         x = x.contiguous()
         out = torch.empty_like(x)
-        lib.relu(x, out, x.numel())
+        lib.poly(x, out, x.numel())
         return out
