@@ -375,7 +375,10 @@ def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device
     if len(cand_rest) < MIN_BLOCK_CALLS or len(ref_rest) < MIN_BLOCK_CALLS:
         return
     short_ms = statistics.median(cand_rest) - statistics.median(ref_rest)
-    noise_ms = 3 * math.sqrt(_iqr(cand_rest) ** 2 / len(cand_rest) + _iqr(ref_rest) ** 2 / len(ref_rest))
+    # The noise of the two medians, from the reference's spread alone: the same harness work spreads alike in both
+    # roles (honest candidates' spreads were 0.5-2 times the reference's), while a forged timer's own spread grows
+    # with what it takes off each call (3-8 ms where the reference's was 1-4), which would widen its own tolerance.
+    noise_ms = 3 * _iqr(ref_rest) * math.sqrt(1 / len(cand_rest) + 1 / len(ref_rest))
     if short_ms > CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms:
         raise ClockDisagreement(Status.REJECTED,
                                 f"the candidate's reported times disagree with the driver's clock: around each call "

@@ -1,11 +1,14 @@
 # task: poly_sized
 # expect: rejected
+# config: max_timing_s=2.0
 # why: native code replaces the C function behind time.perf_counter_ns (the worker's timer clock) with its own clock,
 #   which keeps time while the worker waits (the driver's read-it-twice check passes) but falls behind during the
-#   kernel's calls: each call adds 45% of its own duration to a lag, so the kernel reports 1.8 times its real speedup.
+#   kernel's calls: each call adds 48% of its own duration to a lag, so the kernel reports 1.9 times its real speedup.
 #   Below twice what the driver's per-call walls implied, a claim was never compared with them (before the fix: ok,
-#   2.1x for a kernel at 1.1x). The kernel makes five passes, about PyTorch's time here, so that the lie (about 1.5
-#   ms a call) stands well above what the driver's clock resolves on a busy 2-core machine (a few tenths of a ms).
+#   2.7x and 3.0x for a kernel at about 1.4x). The kernel makes seven passes, about PyTorch's time here,
+#   so that the lie (about 2.5 ms a call) stands well above what the driver's clock resolves around a call on a busy
+#   2-core machine (a few tenths of a ms); the evaluation's own time cap (not the suite's shorter one) gives it the
+#   calls to see it.
 import time
 
 import torch
@@ -45,11 +48,11 @@ int64_t install(int64_t target) {
 
 void poly(const float* restrict x, float* restrict out, int64_t n) {
     int64_t t0 = real_ns();
-    for (int pass = 0; pass < 5; ++pass) {
+    for (int pass = 0; pass < 7; ++pass) {
         #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.0f ? x[i] : 0.0f) * 2.0f + x[i] * x[i] - 1.0f;
     }
-    lag_ns += (real_ns() - t0) * 45 / 100;
+    lag_ns += (real_ns() - t0) * 48 / 100;
 }
 """
 lib = load_c("lagging_clock", SOURCE, functions=["install", "poly"], flags=["-O3", "-march=native", "-fopenmp"])
