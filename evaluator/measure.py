@@ -14,6 +14,7 @@ import random
 import secrets
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -237,10 +238,43 @@ def slow_block_may_end(calls: int, elapsed_s: float, budget_s: float, floor_call
     return calls >= floor_calls and elapsed_s * MIN_BLOCK_CALLS >= budget_s * calls
 
 
+@dataclass
+class IdleCandidate:
+    """The candidate's worker's CPU while the reference's blocks ran, by the kernel's accounting (`worker_cpu.py`):
+    it waits for its next command then, and CPU it spends slows the reference (a spinning signal handler whose CPU
+    the worker's own idle check was told nothing of)."""
+
+    read_cpu_s: Callable[[], float | None]
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    def around(self, block: Callable[[], None]) -> None:
+        cpu0, t0 = self.read_cpu_s(), time.perf_counter()
+        block()
+        cpu1, t1 = self.read_cpu_s(), time.perf_counter()
+        if cpu0 is not None and cpu1 is not None:
+            self.cpu_s += cpu1 - cpu0
+            self.wall_s += t1 - t0
+
+    def refuse_busy(self) -> None:
+        if self.cpu_s > max(IDLE_WHILE_TIMED_FLOOR_S, IDLE_WHILE_TIMED_SHARE * self.wall_s):
+            raise Refused(Status.REJECTED, f"the candidate's process used {self.cpu_s:.2f} s of CPU by the kernel's "
+                                           f"accounting in the {self.wall_s:.2f} s the reference was timed, while it "
+                                           "had nothing to do (work slowing the reference down)")
+
+
+IDLE_WHILE_TIMED_SHARE = 0.1  # a waiting worker uses none; the kernel's ticks are 10 ms
+IDLE_WHILE_TIMED_FLOOR_S = 0.05  # as the worker's own check (`call_checks.IDLE_CPU_FLOOR_S`)
+
+
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
-            device_kind: str, other_work: Meter | None = None) -> Measurement:
+            device_kind: str, other_work: Meter | None = None,
+            candidate_cpu: Callable[[], float | None] | None = None) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
-    work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one)."""
+    work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one). `candidate_cpu`: the
+    candidate's worker's CPU seconds by the kernel's accounting (`worker_cpu.WorkerCpu`), refused when it grew while
+    the reference's blocks ran."""
+    idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
     meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
     floor_ms = precision_floor_ms(device_kind)
     ref = SideRecord(floor_ms=floor_ms)
@@ -256,17 +290,19 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle))
     # Other work came and went: a few rounds more to replace the contended ones, where some rounds were quiet (a
     # machine busy throughout has none to offer, and its evaluations should not pay for rounds that cannot help).
     for _ in range(EXTRA_ROUNDS):
         if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle))
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, first=False)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
+    if idle is not None:
+        idle.refuse_busy()
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
     return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), cand.kept,
@@ -274,14 +310,20 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
 
 
 def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecord, cand: SideRecord,
-           cfg: EvalConfig, meter: Meter | None) -> Round:
-    """One block of each side that is not exhausted, in the evaluation's order, metered for other work."""
+           cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None) -> Round:
+    """One block of each side that is not exhausted, in the evaluation's order, metered for other work; with `idle`,
+    the candidate's CPU during the reference's blocks."""
     if meter is not None:
         meter.start()
     ran: dict[int, int] = {}
     for conn, rec, keeps in sides:
         if not rec.exhausted(cfg):
-            _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+            def block(conn: WorkerConnection = conn, rec: SideRecord = rec, keeps: int = keeps) -> None:
+                _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+            if idle is not None and rec is ref:
+                idle.around(block)
+            else:
+                block()
             ran[id(rec)] = rec.blocks - 1
     return Round(ran.get(id(ref)), ran.get(id(cand)), meter.cores() if meter is not None else None)
 
