@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evaluator import policy
+from evaluator import fast_draws, policy
 from evaluator.build_cache import BuildCache
 from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_in_triton_interpreter
 from evaluator.build_stage import BuildServer, ask_load, build_mode, load_candidate
@@ -247,7 +247,8 @@ class LocalEvaluator:
         return Load(task_source=task.source, task_name=task.name, device=kind,
                     init_seeds=tuple(fresh_seed() for _ in range(64)),
                     interpreter_shape=runs_in_triton_interpreter(candidate.source, kind),
-                    require_kernels=not cfg.allow_torch, copy_grants=names_triton(candidate.source))
+                    require_kernels=not cfg.allow_torch, copy_grants=names_triton(candidate.source),
+                    draws=fast_draws.library_text())
 
     def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, reply: dict[str, Any],
               trial_runs: TrialRuns, cand: WorkerConnection, builds: BuildServer) -> Loaded:

@@ -30,7 +30,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "evaluator.kernel_stores", "triton.runtime.interpreter",
                     "triton.runtime.autotuner", "evaluator.observer", "evaluator.op_trace", "evaluator.call_watch",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
-                    "evaluator.native", "evaluator.native_spec",
+                    "evaluator.native", "evaluator.native_spec", "evaluator.fast_draws",
                     "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
                     "struct")
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)

@@ -85,14 +85,15 @@ def serve(build: Callable[[NativeSpec], bytes | None], launches: dict[str, int])
 class NativeLibrary:
     """The bound functions of one built library, as attributes."""
 
-    def __init__(self, name: str, prototypes: tuple[Prototype, ...], path: Path | None):
+    def __init__(self, name: str, prototypes: tuple[Prototype, ...], path: Path | None, counted: bool = True):
+        """`counted`: its calls count as kernel launches (the harness's own libraries' calls do not)."""
         self._name = name
         self._functions: dict[str, NativeFunction] = {}
         handle = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL) if path is not None else None
         if handle is not None:
             _match_openmp_threads(handle)
         for proto in prototypes:
-            self._functions[proto.name] = NativeFunction(name, proto, handle)
+            self._functions[proto.name] = NativeFunction(name, proto, handle, counted)
 
     def __getattr__(self, attr: str) -> "NativeFunction":
         functions = self.__dict__.get("_functions", {})
@@ -111,8 +112,9 @@ class NativeLibrary:
 class NativeFunction:
     """One C function: checks each argument against its prototype, then calls it with tensors' data pointers."""
 
-    def __init__(self, library: str, proto: Prototype, handle: ctypes.CDLL | None):
+    def __init__(self, library: str, proto: Prototype, handle: ctypes.CDLL | None, counted: bool = True):
         self.__name__ = proto.name
+        self._counted = counted
         self._proto = proto
         self._where = f"{library}.{proto.name}()"
         self._label = f"cpp:{proto.name}"
@@ -136,7 +138,7 @@ class NativeFunction:
         if self._call is None:
             raise RuntimeError(f"{self._where} cannot run: the library was not built in this process")
         result = self._call(*values)
-        if _launches is not None:  # counted once the call returned: work done, not work started
+        if _launches is not None and self._counted:  # counted once the call returned: work done, not work started
             _launches[self._label] = _launches.get(self._label, 0) + 1
         return result
 

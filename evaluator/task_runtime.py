@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from evaluator.fast_draws import FastDraws
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-7, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 NORMAL_SCALE = 4.0  # the second distribution: standard normal, scaled so that negatives and large magnitudes appear
@@ -28,9 +30,11 @@ class TaskRuntimeError(Exception):
 
 
 class TaskRuntime:
-    def __init__(self, source: str, name: str, device: str, interpreter_shape: bool = False):
+    def __init__(self, source: str, name: str, device: str, interpreter_shape: bool = False,
+                 draws: FastDraws | None = None):
         self.name = name
         self.device = torch.device(device)
+        self.draws = draws  # the task's random draws on a CPU, by the driver's native generator (fast_draws.py)
         self.module = types.ModuleType(f"_opforge_task_{name}")
         self.module.__file__ = f"<task {name}>"
         code = compile(source, f"<task {name}>", "exec")
@@ -74,9 +78,9 @@ class TaskRuntime:
         self._apply(variant)
         seed_generators(seed)
         if self.device.type == "meta":
-            with torch.device("meta"), _drawing_on(self.device):
+            with torch.device("meta"), _drawing_on(self.device, None):
                 return list(self.module.get_inputs())
-        with _drawing_on(self.device):
+        with _drawing_on(self.device, self.draws):
             produced = self.module.get_inputs()
         if not isinstance(produced, (list, tuple)):
             raise TaskRuntimeError(f"get_inputs() returned a {type(produced).__name__}, not a list of tensors")
@@ -90,7 +94,10 @@ class TaskRuntime:
         for x in raw:
             if isinstance(x, torch.Tensor):
                 if distribution in ("normal", "large") and x.dtype in FLOAT_DTYPES and x.numel():
-                    x = _redraw(x.to(self.device), gen, NORMAL_SCALE if distribution == "normal" else scale)
+                    sigma = NORMAL_SCALE if distribution == "normal" else scale
+                    x = x.to(self.device)
+                    x = self.draws.redraw(x, gen, sigma) if self.draws is not None and x.device.type == "cpu" \
+                        else _redraw(x, gen, sigma)
                 x = x.to(self.device)
             out.append(x)
         floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.numel()]
@@ -217,9 +224,10 @@ class _DeviceRedirect(TorchFunctionMode):
     any device on meta) are created on the run's device instead, where KernelBench's own harness would move them: a
     CUDA-only task still checks on CPU or meta. A CPU request on a GPU run stays (the inputs are moved afterwards)."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, draws: FastDraws | None):
         super().__init__()
         self.device = device
+        self.draws = draws
 
     def _elsewhere(self, requested: Any) -> bool:
         try:
@@ -237,20 +245,23 @@ class _DeviceRedirect(TorchFunctionMode):
         if func is torch.Tensor.to and len(args) > 1 and isinstance(args[1], (str, torch.device)) \
                 and self._elsewhere(args[1]):
             args = (args[0], self.device, *args[2:])
+        if self.draws is not None and (drawn := self.draws.draw(func, args, kwargs)) is not None:
+            return drawn
         return func(*args, **kwargs)
 
 
 @contextlib.contextmanager
-def _drawing_on(device: torch.device) -> Iterator[None]:
+def _drawing_on(device: torch.device, draws: FastDraws | None) -> Iterator[None]:
     """While a task draws its inputs: the run's device is the default one, so that `torch.randn(...)` draws there
     with that device's generator (seeded by `torch.manual_seed`; on a GPU, large inputs are not drawn by one CPU
-    thread and copied); explicit devices redirected; on meta, `torch.distributions` argument validation (which reads
-    values with `.item()`) off, so that e.g. `Pareto(...).sample(shape)` works shape-only."""
+    thread and copied); explicit devices redirected; on a CPU, `draws` (fast_draws.py) takes the draws it can; on
+    meta, `torch.distributions` argument validation (which reads values with `.item()`) off, so that e.g.
+    `Pareto(...).sample(shape)` works shape-only."""
     validate = torch.distributions.Distribution._validate_args
     if device.type == "meta":
         torch.distributions.Distribution.set_default_validate_args(False)
     try:
-        with _DeviceRedirect(device), torch.device(device):
+        with _DeviceRedirect(device, draws), torch.device(device):
             yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(validate)

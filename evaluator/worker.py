@@ -19,6 +19,7 @@ from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model
 from evaluator.commands import Batch, Check, Clock, Exit, Go, Load, Loop, NextCall, Profile, Run, Time, parse
 from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
+from evaluator.fast_draws import FastDraws
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
@@ -72,7 +73,13 @@ class Worker:
     def cmd_load(self, cmd: Load) -> None:
         device = torch.device(cmd.device)
         try:
-            self.rt = TaskRuntime(cmd.task_source, cmd.task_name, str(device), cmd.interpreter_shape)
+            draws = FastDraws(cmd.draws) if cmd.draws else None
+        except (OSError, ValueError) as exc:  # both workers must draw alike: no fallback to PyTorch's draws in one of them
+            self.send({"status": "runtime_error", "reason": f"the fast draws' library did not load: {exc}",
+                       "log": tail()})
+            return
+        try:
+            self.rt = TaskRuntime(cmd.task_source, cmd.task_name, str(device), cmd.interpreter_shape, draws)
         except Exception as exc:
             self.send({"status": "task_error", "reason": one_line(exc), "log": tail()})
             return
