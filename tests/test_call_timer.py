@@ -138,6 +138,7 @@ def test_a_cpu_timer_evicts_large_inputs_only_and_only_once_when_the_caller_did(
     reads: list[int] = []
     monkeypatch.setattr(timer, "_read", lambda buf: reads.append(buf.numel()))
     small, large = [torch.zeros(16)], [torch.zeros(timer.cold_from_bytes // 4)]
+    assert not timer.evicts(small) and timer.evicts(large)  # what the worker asks before its `armed` word
     assert not timer.evict(small) and timer.evict(large) and reads == [timing.cpu_flush_bytes() // 4]
     timer.time_call(lambda x: x, large)  # evicts itself
     timer.time_call(lambda x: x, large, evicted=True)  # the worker evicted before the profiler's watch opened
