@@ -11,7 +11,8 @@ import os
 import sys
 import sysconfig
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from evaluator.library_globals import GenuineGlobals, ModuleFingerprint
@@ -65,10 +66,7 @@ def install(refusals: list[str], candidate_module: str) -> None:
     (`library_globals`), while the modules it relies on are unpatched. Every refusal is appended to `refusals` for
     the verdict."""
     paths = sysconfig.get_paths()
-    stdlib_root = os.path.realpath(paths["stdlib"]) + os.sep
-    trusted_roots = tuple({os.path.realpath(p) + os.sep for p in (
-        paths["stdlib"], paths["purelib"], paths["platlib"],
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+    trusted_roots = _trusted_roots(paths)
     ctypes_root = os.path.join(os.path.realpath(paths["stdlib"]), "ctypes") + os.sep
     native_file = os.path.join(os.path.dirname(os.path.realpath(__file__)), "native.py")
     busy = [False]
@@ -76,33 +74,17 @@ def install(refusals: list[str], candidate_module: str) -> None:
     getframe, realpath = sys._getframe, os.path.realpath
     trusted_files: dict[str, bool] = {}
     frame_users: dict[str, str] = {}  # code file -> its key in _FRAME_USERS ("" when none)
-    site_roots = tuple({realpath(paths["purelib"]) + os.sep, realpath(paths["platlib"]) + os.sep})
-
-    # The roots a library file is named from, the most specific first: site-packages lies inside the stdlib's folder.
-    name_roots = sorted(trusted_roots, key=len, reverse=True)
-
-    def ends_in(filename: str, endings: Iterable[str]) -> str:
-        """The name in `endings` this file has below its library root ('typing.py', 'torch/library.py'), or ''."""
-        real = realpath(filename)
-        rel = next((real[len(root):] for root in name_roots if real.startswith(root)), real)
-        return rel if rel in endings else ""
-
-    def standard_library(module: types.ModuleType) -> bool:
-        file = getattr(module, "__file__", None)
-        if not isinstance(file, str):
-            return False
-        real = file if file.startswith(stdlib_root) else realpath(file)  # the usual case needs no realpath
-        return real.startswith(stdlib_root) and not real.startswith(site_roots)
-
-    genuine = GenuineGlobals(realpath)  # the module dicts loaded before the candidate, and lazy imports' own
-    # What the frame users (and their callers, and load_c's loader) call with a frame: their modules, the standard
-    # library's modules they hold, and the builtins, as bound now.
-    relied_on = set(table) | {c for v in table.values() for cs in v.values() for c in cs} | {
-        "evaluator/native.py", "ctypes/__init__.py"}
-    tails = tuple(os.sep + name for name in relied_on)  # a cheap filter first: realpath costs ~30 us a module
-    files = [(m, f) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType) and
-             isinstance(f := getattr(m, "__file__", None), str) and f.endswith(tails)]
-    fingerprint = ModuleFingerprint([m for m, f in files if ends_in(f, relied_on)] + [builtins], standard_library)
+    ends_in, _ = _file_names(paths)
+    # The module dicts loaded before the candidate (and lazy imports' own), and what the frame users (and their
+    # callers, and load_c's loader) call with a frame: found once in the zygote while no module has been loaded
+    # since (the same modules), else now; the names and values those modules bind are taken now either way.
+    ahead = _prepared.pop() if _prepared else None
+    if ahead is not None and ahead.modules_loaded == len(sys.modules):
+        genuine, fingerprint = ahead.genuine, ahead.fingerprint
+        fingerprint.bind()
+    else:
+        genuine, fingerprint = _library_state(paths)
+    del ahead
 
     def trusted(filename: str) -> bool:
         known = trusted_files.get(filename)
@@ -235,3 +217,70 @@ def install(refusals: list[str], candidate_module: str) -> None:
     import logging
     logging.currentframe = lambda: None  # type: ignore[assignment,return-value] # log records need no caller's frame
     sys.addaudithook(hook)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What `install` finds among the loaded modules, found in the candidate's zygote before it forks: a worker
+    would pay about 17 ms for it (touching every module's object after the fork copies their pages)."""
+
+    modules_loaded: int  # len(sys.modules) then: a worker where more are loaded finds them again
+    genuine: GenuineGlobals
+    fingerprint: ModuleFingerprint
+
+
+_prepared: list[_Prepared] = []
+
+
+def prepare_ahead() -> None:
+    """In the candidate's zygote, once its imports are done and before it forks: each worker's `install` takes this
+    over (and drops this module's reference) where no module was loaded since."""
+    genuine, fingerprint = _library_state(sysconfig.get_paths())
+    _prepared[:] = [_Prepared(len(sys.modules), genuine, fingerprint)]
+
+
+def _library_state(paths: dict[str, str]) -> tuple[GenuineGlobals, ModuleFingerprint]:
+    """The module dicts loaded now (`GenuineGlobals`), and the fingerprint of what the frame users (and their
+    callers, and load_c's loader) call with a frame: their modules, the standard library's modules they hold, and
+    the builtins, as bound now."""
+    realpath = os.path.realpath
+    ends_in, standard_library = _file_names(paths)
+    genuine = GenuineGlobals(realpath)
+    relied_on = set(_FRAME_USERS) | {c for v in _FRAME_USERS.values() for cs in v.values() for c in cs} | {
+        "evaluator/native.py", "ctypes/__init__.py"}
+    tails = tuple(os.sep + name for name in relied_on)  # a cheap filter first: realpath costs ~30 us a module
+    files = [(m, f) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType) and
+             isinstance(f := getattr(m, "__file__", None), str) and f.endswith(tails)]
+    fingerprint = ModuleFingerprint([m for m, f in files if ends_in(f, relied_on)] + [builtins], standard_library)
+    return genuine, fingerprint
+
+
+def _trusted_roots(paths: dict[str, str]) -> tuple[str, ...]:
+    return tuple({os.path.realpath(p) + os.sep for p in (
+        paths["stdlib"], paths["purelib"], paths["platlib"],
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+
+
+def _file_names(paths: dict[str, str]) -> tuple[Callable[[str, Iterable[str]], str],
+                                                Callable[[types.ModuleType], bool]]:
+    """`ends_in(filename, endings)`: the name in `endings` a file has below its library root ('typing.py',
+    'torch/library.py'), or ''; `standard_library(module)`: whether a module is the standard library's."""
+    realpath = os.path.realpath
+    stdlib_root = realpath(paths["stdlib"]) + os.sep
+    site_roots = tuple({realpath(paths["purelib"]) + os.sep, realpath(paths["platlib"]) + os.sep})
+    # The roots a library file is named from, the most specific first: site-packages lies inside the stdlib's folder.
+    name_roots = sorted(_trusted_roots(paths), key=len, reverse=True)
+
+    def ends_in(filename: str, endings: Iterable[str]) -> str:
+        real = realpath(filename)
+        rel = next((real[len(root):] for root in name_roots if real.startswith(root)), real)
+        return rel if rel in endings else ""
+
+    def standard_library(module: types.ModuleType) -> bool:
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str):
+            return False
+        real = file if file.startswith(stdlib_root) else realpath(file)  # the usual case needs no realpath
+        return real.startswith(stdlib_root) and not real.startswith(site_roots)
+
+    return ends_in, standard_library

@@ -20,7 +20,8 @@ from typing import Any, Callable
 import torch
 
 from evaluator import audit_hook, kernel_stores, process_tree
-from evaluator.dispatch_table import dispatch_dump, dispatch_table, take_primed_dispatch, without_meta
+from evaluator.dispatch_table import (TableText, dispatch_dump, dispatch_table, existing_namespaces,
+                                      take_primed_dispatch, without_meta)
 
 _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
                     "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
@@ -73,6 +74,7 @@ class Guards:
         self.collecting = False  # record the builds only (the build stage), returning stubs
         self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
         self._dispatch: dict[str, str] = {}  # operator name -> its dispatch table's text at the snapshot
+        self._dispatch_text: TableText | None = None  # the same texts laid end to end (the zygote's snapshot)
 
     # -- reaching the harness -------------------------------------------------------------------------------------
     def install_audit_hook(self, candidate_module: str) -> None:
@@ -85,7 +87,7 @@ class Guards:
         """Refuse kernels registered for PyTorch's existing operators (a Python kernel for aten::clone runs inside
         the harness's own calls, after the timer has stopped). Operators in new namespaces are fine."""
         real = torch._C._dispatch_library
-        existing = frozenset(name.split("::")[0] for name in torch._C._dispatch_get_all_op_names())
+        existing = existing_namespaces()  # on a CPU, those of the zygote's table, the worker's snapshot too
         refusals = self.refusals
 
         def guarded_library(kind: str, ns: str, *args: Any, **kwargs: Any) -> Any:
@@ -131,9 +133,20 @@ class Guards:
             return "the Python dispatcher left enabled (Python kernels registered with py_impl would run)"
         if not deep:
             return None
-        for name in list(self._dispatch):
-            if not self._same_kernels(name, dispatch_dump(name)):
+        laid = self._dispatch_text
+        if laid is None:
+            for name in list(self._dispatch):
+                if not self._same_kernels(name, dispatch_dump(name)):
+                    return f"the kernels of {name}"
+            return None
+        # Each operator's dump against its span of the zygote's text first (a length and one comparison at C speed);
+        # where it differs, against the snapshot as `_same_kernels` keeps it (meta kernels registered since).
+        text, start = laid.text, 0
+        for name, end in zip(laid.names, laid.ends):
+            now = dispatch_dump(name)
+            if not (len(now) == end - start and text.startswith(now, start)) and not self._same_kernels(name, now):
                 return f"the kernels of {name}"
+            start = end
         return None
 
     # -- launches -------------------------------------------------------------------------------------------------
@@ -250,7 +263,8 @@ class Guards:
             process_tree.warm_thread_pools()  # OpenMP's pool exists before the count, as in any worker
             self.baseline_os_threads = self.os_thread_count()
         if dispatcher:
-            self._dispatch = take_primed_dispatch() or dispatch_table()
+            primed = take_primed_dispatch()
+            self._dispatch, self._dispatch_text = primed if primed is not None else (dispatch_table(), None)
         for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:

@@ -64,38 +64,52 @@ class GenuineGlobals:
 
 class ModuleFingerprint:
     """The modules, functions, classes and builtins that `modules` (and, transitively, the standard library's
-    modules they hold) bind at construction, compared by identity: a rebinding (`inspect.getframeinfo = spy`,
-    `torch._library.utils.inspect = spy`) shows as the first changed name."""
+    modules they hold) bind at construction or at the last `bind`, compared by identity: a rebinding
+    (`inspect.getframeinfo = spy`, `torch._library.utils.inspect = spy`) shows as the first changed name."""
 
     def __init__(self, modules: Iterable[types.ModuleType], follow: Callable[[types.ModuleType], bool]) -> None:
-        seen: dict[int, types.ModuleType] = {}
-        judged: dict[int, bool] = {}  # module id -> follow's answer, asked once per module
-        todo = [m for m in modules if isinstance(m, types.ModuleType)]
-        while todo:
-            module = todo.pop()
-            if id(module) in seen:
-                continue
-            seen[id(module)] = module
-            for value in list(vars(module).values()):
-                if isinstance(value, types.ModuleType) and id(value) not in seen:
-                    if id(value) not in judged:
-                        judged[id(value)] = follow(value)
-                    if judged[id(value)]:
-                        todo.append(value)
+        self.modules = followed(modules, follow)
         self._entries: list[tuple[str, dict[str, Any], tuple[str, ...], tuple[Any, ...]]] = []
-        for module in seen.values():
+        self._get: Callable[..., Any] = dict.get
+        self._zip = zip
+        self.bind()
+
+    def bind(self) -> None:
+        """Take the names and values the modules bind now: what `changed` compares with from here on. The modules
+        followed stay those found at construction (a zygote finds them once; each worker binds before its
+        candidate loads)."""
+        self._entries = []
+        for module in self.modules:
             space = vars(module)
             hooks = _REBOUND_HOOKS.get(module.__name__, frozenset())
             names = tuple(k for k, v in space.items() if isinstance(v, _CALLABLE_KINDS) and k not in hooks)
             self._entries.append((module.__name__, space, names, tuple(space[k] for k in names)))
-        self._get: Callable[..., Any] = dict.get
-        self._zip = zip
 
     def changed(self) -> str | None:
-        """The first name rebound or removed since construction ('inspect.getframeinfo'), or None."""
+        """The first name rebound or removed since `bind` ('inspect.getframeinfo'), or None."""
         missing, get = object(), self._get
         for label, space, names, values in self._entries:
             for name, value in self._zip(names, values):
                 if get(space, name, missing) is not value:
                     return f"{label}.{name}"
         return None
+
+
+def followed(modules: Iterable[types.ModuleType],
+             follow: Callable[[types.ModuleType], bool]) -> tuple[types.ModuleType, ...]:
+    """`modules` and, transitively, the modules they hold for which `follow` says so (asked once per module)."""
+    seen: dict[int, types.ModuleType] = {}
+    judged: dict[int, bool] = {}
+    todo = [m for m in modules if isinstance(m, types.ModuleType)]
+    while todo:
+        module = todo.pop()
+        if id(module) in seen:
+            continue
+        seen[id(module)] = module
+        for value in list(vars(module).values()):
+            if isinstance(value, types.ModuleType) and id(value) not in seen:
+                if id(value) not in judged:
+                    judged[id(value)] = follow(value)
+                if judged[id(value)]:
+                    todo.append(value)
+    return tuple(seen.values())

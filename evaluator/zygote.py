@@ -93,7 +93,14 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
     import evaluator.worker  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
     import evaluator.native  # noqa: F401 - load_c, served by the build stage in candidate workers
+    # What every worker's launch counters route load_inline through (`Guards.install_launch_counters`): imported
+    # after each fork instead, from source (a worker may write no bytecode), they cost about 9 ms a worker.
+    import evaluator.cpu_extension  # noqa: F401
+    import evaluator.cuda_build  # noqa: F401
     import torch.profiler  # noqa: F401
+    from torch.autograd.profiler import record_function
+    with record_function("opforge-warm-up"):  # its first use imports and caches the optional CUPTI monitor
+        pass
 
     try:  # PyTorch's own lazily registered kernels (vmap's decompositions), before any snapshot or guard
         from torch._functorch.predispatch import lazy_load_decompositions
@@ -109,6 +116,10 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
     if role == "candidate" and device == "cpu":
         # On a GPU the table is taken after the device is warmed up in the worker: CUDA's start registers kernels.
         evaluator.dispatch_table.prime_dispatch_snapshot()
+    if role == "candidate":
+        # Last, once every module the zygote imports is loaded: what each worker's audit hook finds among them.
+        from evaluator import audit_hook
+        audit_hook.prepare_ahead()
     if device == "cpu" and flush_ahead:
         # The CPU timer's eviction buffer (four last-level caches), shared by every forked worker. Writing it costs
         # 0.4-0.5 s of CPU at 1 GiB (a VM that reports a 260 MiB cache); a zygote that forks one worker only skips

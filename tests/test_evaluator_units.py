@@ -157,6 +157,33 @@ def test_dispatcher_backstop_names_an_operator_whose_kernels_changed_and_a_mode_
         mode.__exit__(None, None, None)
 
 
+def test_dispatcher_backstop_on_the_zygotes_laid_out_snapshot_names_a_changed_operator_and_lets_meta_kernels_be():
+    from evaluator import dispatch_table
+    from evaluator.guards import Guards
+
+    dispatch_table.prime_dispatch_snapshot()  # as a candidate's zygote does before it forks
+    guards = Guards()
+    guards.take_snapshot(dispatcher=True)
+    assert guards._dispatch_text is not None and dispatch_table.take_primed_dispatch() is None  # taken over
+    assert guards.dispatcher_changed(deep=True) is None
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        library.impl("clone", lambda t, memory_format=None: t, "CPU")
+        assert guards.dispatcher_changed(deep=True) == "the kernels of aten::clone"
+    finally:
+        library._destroy()
+    assert guards.dispatcher_changed(deep=True) is None
+    library = torch.library.Library("aten", "IMPL")
+    try:  # a meta (shape-only) kernel, as PyTorch registers lazily: no data flows through it
+        library.impl("clone", lambda t, memory_format=None: torch.empty_like(t), "Meta")
+        assert guards.dispatcher_changed(deep=True) is None
+        assert guards.dispatcher_changed(deep=True) is None  # the snapshot as `_same_kernels` keeps it
+        library.impl("relu", lambda t: t, "CPU")
+        assert guards.dispatcher_changed(deep=True) == "the kernels of aten::relu"
+    finally:
+        library._destroy()
+
+
 def test_timed_calls_must_launch_every_kernel_a_checked_call_launched():
     from evaluator.connection import Refused
     from evaluator.trials import refuse_other_work_when_timed as _refuse_other_work_when_timed
