@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from evaluator.guards import Guards
@@ -60,9 +60,11 @@ def install_host_export_counter(exported: list[int]) -> None:
 
 
 @contextlib.contextmanager
-def watched(guards: Guards, observe: bool, seen: dict[str, Any], grants: bool = True) -> Iterator[None]:
+def watched(guards: Guards, observe: bool, seen: dict[str, Any], grants: bool = True,
+            closing: Callable[[], None] | None = None) -> Iterator[None]:
     """Around one call: thread starts; with `observe`, the profiler; under the interpreter, the ledger and (with
-    `grants`) the copy grants. What was seen lands in `seen`, for `problem`."""
+    `grants`) the copy grants. What was seen lands in `seen`, for `problem`. `closing`, once the call returned:
+    after the grants, before the profiler stops (its stop costs in proportion to the operators the call ran)."""
     starts0, exported0 = guards.thread_starts[0], guards.host_exports[0]
     observer = CallObserver() if observe else None
     seen["grants"] = grants
@@ -72,9 +74,12 @@ def watched(guards: Guards, observe: bool, seen: dict[str, Any], grants: bool = 
             stack.callback(guards.ledger.end)
         if observer is not None:
             stack.enter_context(observer)
-        if guards.stores_accounted and grants:
-            stack.enter_context(CopyGrants(guards.ledger))
-        yield
+        with contextlib.ExitStack() as granted:
+            if guards.stores_accounted and grants:
+                granted.enter_context(CopyGrants(guards.ledger))
+            yield
+        if closing is not None:
+            closing()
     seen["threads"] = guards.thread_starts[0] - starts0
     seen["exported"] = guards.host_exports[0] - exported0
     seen["observer"] = observer

@@ -92,6 +92,14 @@ class NextCall(_Wire):
 
 
 @dataclass(frozen=True, slots=True)
+class Go(_Wire):
+    """The driver's word to make a timed call whose inputs are drawn (the worker said `armed`): its clock for the
+    call starts when it sends this and stops at the call's reply (`measure._cross_check`)."""
+
+    NAME: ClassVar[str] = "go"
+
+
+@dataclass(frozen=True, slots=True)
 class Loop(_Wire):
     """Back-to-back calls on one set of inputs for at least `seconds` (the energy meter's loop)."""
 
@@ -150,8 +158,8 @@ class Built(_Wire):
     cached: bool = False
 
 
-Command = Union[Load, Run, Time, NextCall, Loop, Clock, Check, Batch, Profile, Exit, Built]
-_BY_NAME: Mapping[str, type[Any]] = {c.NAME: c for c in (Load, Run, Time, NextCall, Loop, Clock, Check, Batch,
+Command = Union[Load, Run, Time, NextCall, Go, Loop, Clock, Check, Batch, Profile, Exit, Built]
+_BY_NAME: Mapping[str, type[Any]] = {c.NAME: c for c in (Load, Run, Time, NextCall, Go, Loop, Clock, Check, Batch,
                                                          Profile, Exit, Built)}
 _ENVELOPE = ("cmd", "nonce")  # the channel's own fields (wire.py)
 

@@ -32,6 +32,7 @@ from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_s
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
+from evaluator.worker_cpu import WorkerCpu
 from evaluator.measure import ClockDisagreement, clock_keeps_time, fresh_seed, measure, time_alone
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
@@ -269,10 +270,14 @@ class LocalEvaluator:
         """Both sides timed (and metered) in the device's timed phase (the candidate's costlier checks and its clock
         follow in `_run`)."""
         with self._timed(kind, "timing"):
+            # The candidate's CPU while the reference is timed, from the kernel's accounting (CPU: a GPU runtime's
+            # own threads are not judged here).
+            cpu = WorkerCpu(cand.zygote.host_pid, cand.handle.pid).cpu_s if kind == "cpu" else None
             try:
-                m = measure(ref, cand, cfg, kind)
+                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu)
             except ClockDisagreement:  # once more: a burst of other work can fall on one side's blocks; a forged
-                m = measure(ref, cand, cfg, kind)  # clock disagrees every time (an honest tune was refused so)
+                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu)  # clock disagrees every time (an honest tune
+                # was refused so)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

@@ -14,11 +14,12 @@ import random
 import secrets
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from evaluator.commands import Batch, Check, Clock, NextCall, Time
+from evaluator.commands import Batch, Check, Clock, Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.contention import Contention, Round, choose, wants_more_rounds
@@ -57,6 +58,9 @@ class SideRecord:
     samples_ms: list[float] = field(default_factory=list)
     walls_ms: list[float] = field(default_factory=list)
     block_walls_ms: list[float] = field(default_factory=list)  # per block, the median of its calls' walls
+    # Per call, the driver's clock from its `go` to the call's reply (the call and what both roles do alike around
+    # it), one for each of `samples_ms`.
+    call_walls_ms: list[float] = field(default_factory=list)
     block_medians_ms: list[float] = field(default_factory=list)  # per block of MIN_BLOCK_CALLS or more, its median
     block_spans: list[tuple[int, int]] = field(default_factory=list)  # per block, its calls' range in samples_ms
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
@@ -170,9 +174,17 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     previous = None
     calls = 0
     walls_ms: list[float] = []
+    call_walls_ms: list[float] = []
     while True:
+        armed, _ = conn.recv(cfg.run_timeout_s, "drawing a timed call's inputs")
+        if armed.get("status") != "armed":
+            raise Refused(Status.REJECTED, f"the worker answered {str(armed.get('status'))[:40]!r} where it was to "
+                                           "say that a timed call's inputs were drawn")
+        go_at = time.perf_counter()
+        conn.send(Go())
         reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
+        call_walls_ms.append((now - go_at) * 1e3)
         if previous is not None:
             walls_ms.append((now - previous) * 1e3)
         previous = now
@@ -213,6 +225,7 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
     rec.walls_ms += walls_ms
     if walls_ms:
         rec.block_walls_ms.append(statistics.median(walls_ms))
+    rec.call_walls_ms += call_walls_ms
     if calls >= MIN_BLOCK_CALLS:
         rec.block_medians_ms.append(statistics.median(rec.samples_ms[-calls:]))
 
@@ -225,10 +238,43 @@ def slow_block_may_end(calls: int, elapsed_s: float, budget_s: float, floor_call
     return calls >= floor_calls and elapsed_s * MIN_BLOCK_CALLS >= budget_s * calls
 
 
+@dataclass
+class IdleCandidate:
+    """The candidate's worker's CPU while the reference's blocks ran, by the kernel's accounting (`worker_cpu.py`):
+    it waits for its next command then, and CPU it spends slows the reference (a spinning signal handler whose CPU
+    the worker's own idle check was told nothing of)."""
+
+    read_cpu_s: Callable[[], float | None]
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    def around(self, block: Callable[[], None]) -> None:
+        cpu0, t0 = self.read_cpu_s(), time.perf_counter()
+        block()
+        cpu1, t1 = self.read_cpu_s(), time.perf_counter()
+        if cpu0 is not None and cpu1 is not None:
+            self.cpu_s += cpu1 - cpu0
+            self.wall_s += t1 - t0
+
+    def refuse_busy(self) -> None:
+        if self.cpu_s > max(IDLE_WHILE_TIMED_FLOOR_S, IDLE_WHILE_TIMED_SHARE * self.wall_s):
+            raise Refused(Status.REJECTED, f"the candidate's process used {self.cpu_s:.2f} s of CPU by the kernel's "
+                                           f"accounting in the {self.wall_s:.2f} s the reference was timed, while it "
+                                           "had nothing to do (work slowing the reference down)")
+
+
+IDLE_WHILE_TIMED_SHARE = 0.1  # a waiting worker uses none; the kernel's ticks are 10 ms
+IDLE_WHILE_TIMED_FLOOR_S = 0.05  # as the worker's own check (`call_checks.IDLE_CPU_FLOOR_S`)
+
+
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
-            device_kind: str, other_work: Meter | None = None) -> Measurement:
+            device_kind: str, other_work: Meter | None = None,
+            candidate_cpu: Callable[[], float | None] | None = None) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
-    work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one)."""
+    work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one). `candidate_cpu`: the
+    candidate's worker's CPU seconds by the kernel's accounting (`worker_cpu.WorkerCpu`), refused when it grew while
+    the reference's blocks ran."""
+    idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
     meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
     floor_ms = precision_floor_ms(device_kind)
     ref = SideRecord(floor_ms=floor_ms)
@@ -244,17 +290,19 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle))
     # Other work came and went: a few rounds more to replace the contended ones, where some rounds were quiet (a
     # machine busy throughout has none to offer, and its evaluations should not pay for rounds that cannot help).
     for _ in range(EXTRA_ROUNDS):
         if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle))
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, first=False)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
+    if idle is not None:
+        idle.refuse_busy()
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
     return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), cand.kept,
@@ -262,14 +310,20 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
 
 
 def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecord, cand: SideRecord,
-           cfg: EvalConfig, meter: Meter | None) -> Round:
-    """One block of each side that is not exhausted, in the evaluation's order, metered for other work."""
+           cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None) -> Round:
+    """One block of each side that is not exhausted, in the evaluation's order, metered for other work; with `idle`,
+    the candidate's CPU during the reference's blocks."""
     if meter is not None:
         meter.start()
     ran: dict[int, int] = {}
     for conn, rec, keeps in sides:
         if not rec.exhausted(cfg):
-            _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+            def block(conn: WorkerConnection = conn, rec: SideRecord = rec, keeps: int = keeps) -> None:
+                _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+            if idle is not None and rec is ref:
+                idle.around(block)
+            else:
+                block()
             ran[id(rec)] = rec.blocks - 1
     return Round(ran.get(id(ref)), ran.get(id(cand)), meter.cores() if meter is not None else None)
 
@@ -327,13 +381,51 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     claimed_speedup, implied_speedup = ref_ms / max(cand_ms, 1e-9), ref_ms / implied_cand_ms
     # A candidate slower than the reference is not judged here: the watch around its calls (the profiler, the
     # checks on its outputs) costs the driver's clock a few ms a call at 31 MiB that the reference's does not.
-    if claimed_speedup <= 1.0 or claimed_speedup < 2 * implied_speedup:
+    if claimed_speedup <= 1.0:
+        return
+    _cross_check_calls(ref, cand, cand_ms, device_kind)
+    if claimed_speedup < 2 * implied_speedup:
         return
     if wall_gap - claimed_gap > 0.25 * max(ref_ms, cand_ms) + noise + floor_ms:
         raise ClockDisagreement(Status.REJECTED,
                                 f"the candidate's reported times disagree with the driver's clock: its calls took "
                                 f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
                                 f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
+
+
+CALL_GAP_SHARE = 0.1  # of the claimed call time: what the harness's costs around a call may differ by, beyond noise
+CALL_GAP_FLOOR_MS = 0.15  # the same in ms: the roles' watches record different operators (seen: -0.15 to +0.16)
+
+
+def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> None:
+    """Refuse a candidate whose timer claims less of each call than the driver's clock around it allows.
+
+    That clock runs from the driver's `go`, sent once a call's inputs are drawn, to the reply that follows the copies
+    of its outputs; the worker's timer marks lie inside. What the driver saw beyond what the timer claimed is the
+    harness's own work around the call (the watch's end, the copy check, the copies, two messages), the same code in
+    both roles (the checks only the candidate pays come after the reply), so the medians of that remainder, call by
+    call, may differ between the roles only by a little. A timer clock rewritten from C that lags inside calls alone
+    keeps time while the worker waits, and the remainder of each call holds what it took off: a claim of 55% of the
+    call passed the whole-cycle comparison below (a drawn input's cost and the load on the machine dwarfed the lie).
+    Each call's remainder is its own wall less its own timing, so the machine's load, which stretches both, cancels
+    where a gap of walls between blocks did not. CPU only: on a GPU the timer is the device's events, and a launch's
+    host cost is outside them by design."""
+    if device_kind != "cpu":
+        return
+    cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]
+    ref_rest = [w - t for w, t in zip(ref.call_walls_ms, ref.samples_ms)]
+    if len(cand_rest) < MIN_BLOCK_CALLS or len(ref_rest) < MIN_BLOCK_CALLS:
+        return
+    short_ms = statistics.median(cand_rest) - statistics.median(ref_rest)
+    # The noise of the two medians, from the reference's spread alone: the same harness work spreads alike in both
+    # roles (honest candidates' spreads were 0.5-2 times the reference's), while a forged timer's own spread grows
+    # with what it takes off each call (3-8 ms where the reference's was 1-4), which would widen its own tolerance.
+    noise_ms = 3 * _iqr(ref_rest) * math.sqrt(1 / len(cand_rest) + 1 / len(ref_rest))
+    if short_ms > CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms:
+        raise ClockDisagreement(Status.REJECTED,
+                                f"the candidate's reported times disagree with the driver's clock: around each call "
+                                f"the driver saw {short_ms:.3f} ms more beyond its timer's figure than around the "
+                                f"reference's (timer tampering)")
 
 
 LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this

@@ -247,6 +247,11 @@ class Zygote:
         reader.start()
         return WorkerHandle(sock=ours, pid=int(reply["pid"]), log=log, _reader=reader)
 
+    @property
+    def host_pid(self) -> int | None:
+        """The zygote's process (bubblewrap's, inside it) as this process sees it; None before it started."""
+        return self._proc.pid if self._proc is not None else None
+
     def kill(self, handle: WorkerHandle) -> None:
         try:
             handle.sock.close()

@@ -190,6 +190,10 @@ class CallTimer:
         self.settle_overhead_ms = statistics.median(r[1] for r in runs)
         return self.overhead_ms
 
+    def evicts(self, args: list[Any]) -> bool:
+        """Whether `evict(args)` reads the eviction buffer (rather than only waking the pool)."""
+        return self._pool_waker is not None and bool(args) and self.args_bytes(args) >= self.cold_from_bytes
+
     def evict(self, args: list[Any]) -> bool:
         """On a CPU, before a call whose inputs reach half the last-level cache (`cpu_cold_from_bytes`): read the
         eviction buffer on every OpenMP thread, so the call reads its inputs from memory, not from the caches that

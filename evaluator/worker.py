@@ -8,6 +8,7 @@ launch counts, ops, timings, problems it saw) and the driver judges them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import torch
@@ -15,7 +16,7 @@ import torch
 from evaluator import call_watch, heap, interpreter_gaps, timing, torch_profile
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
-from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, NextCall, Profile, Run, Time, parse
+from evaluator.commands import Batch, Check, Clock, Exit, Go, Load, Loop, NextCall, Profile, Run, Time, parse
 from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
@@ -216,21 +217,31 @@ class Worker:
                 inputs = rt.inputs(variant, seed)
                 launches0 = dict(self.guards.launches)
                 seen: dict[str, Any] = {}
-                timer.evict(inputs)  # a PyTorch op of the harness's own: before the watch opens
-                with self._timed_watch(seen):
-                    ms, out = timer.time_call(model, inputs, evicted=True)
+                # The driver's own clock for the call runs from its `go` to the reply that `_close_timed_call`
+                # sends: what lies between is the same code in both roles (the pool's wake, the call in its watch,
+                # the copy check, the copies of the outputs), none of the checks only the candidate pays, and not
+                # the profiler's stop, whose cost follows the number of operators a call ran
+                # (`measure._cross_check_calls`). An eviction (a read of four last-level caches, tenths of a second
+                # on a busy machine) comes before, the wake of a pool right before the call, as it did.
+                evicts = timer.evicts(inputs)
+                if evicts:
+                    timer.evict(inputs)  # a PyTorch op of the harness's own: before the watch opens
+                self.send({"status": "armed"})
+                _go(self.recv()[0])
+                if not evicts:
+                    timer.evict(inputs)
+                call: dict[str, Any] = {}
+                with self._timed_watch(seen, closing=lambda: self._close_timed_call(call)):
+                    call["ms"], call["out"] = timer.time_call(model, inputs, evicted=True)
+                out, outputs, kept = call["out"], call["outputs"], call["kept"]
                 left_running.append(timer.left_running_ms)
-                self._check_copy_ops()
                 kernels = self.guards.launches_since(launches0)
                 fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
-                outputs = as_outputs(out)
-                kept = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
                 problems = self._problem(outputs, inputs, None) + (self._call_problem(outputs, kernels, seen, inputs),)
                 if self.enforce and any(problems):
                     self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
-                del out, inputs
-                self.send({"status": "rep", "ms": ms})
+                del out, outputs, inputs, call
                 after = _next_call(self.recv()[0])
                 if after.keep:
                     self.send({"status": "kept"}, kept)
@@ -243,6 +254,15 @@ class Worker:
             return
         self.send({"status": "timed", "kernels": fewest or {},
                    "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
+
+    def _close_timed_call(self, call: dict[str, Any]) -> None:
+        """Right after a timed call returned, inside its watch: the copy check, the copies of the outputs (work
+        deferred past the return is in them), then the reply that stops the driver's clock for the call."""
+        self._check_copy_ops()
+        outputs = as_outputs(call["out"])
+        call["outputs"] = outputs
+        call["kept"] = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
+        self.send({"status": "rep", "ms": call["ms"]})
 
     def cmd_loop(self, cmd: Loop) -> None:
         """Back-to-back calls on one set of inputs for at least `seconds`: what the driver meters energy over."""
@@ -344,19 +364,20 @@ class Worker:
             return contextlib.nullcontext()
         return call_watch.watched(self.guards, observe, seen, self.copy_grants)
 
-    def _timed_watch(self, seen: dict[str, Any]) -> contextlib.AbstractContextManager:
+    def _timed_watch(self, seen: dict[str, Any],
+                     closing: Callable[[], None] | None = None) -> contextlib.AbstractContextManager:
         """The watch around a timed or batched call, in both roles (unless --allow-torch): the profiler's record of
         every ATen operator runs inside the timed marks, so the reference's calls pay it too, operator for operator;
         what it sees there is never judged. (The reference used to pay an empty watch after each call instead: the
         same wall for the driver's clocks, but a native candidate's marks held about 20 us a call that the
         reference's did not.)"""
         if not self.require_kernels:
-            return contextlib.nullcontext()
+            return _then(closing)
         # The copy grants in the candidate's worker only: the first operator through a dispatch mode imports dynamo
         # (1-2 s of CPU), which the reference's zygote does not hold (`op_trace.py`); an interpreted Triton call,
         # the only kind that runs with them, takes milliseconds beside their few microseconds an operator.
         grants = self.copy_grants and self.enforce
-        return call_watch.watched(self.guards, self.guards.stores_accounted, seen, grants)
+        return call_watch.watched(self.guards, self.guards.stores_accounted, seen, grants, closing)
 
     def _call_problem(self, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
                       inputs: list[Any]) -> str | None:
@@ -387,6 +408,21 @@ def _next_call(header: dict[str, Any]) -> NextCall:
     cmd = parse(header)
     if not isinstance(cmd, NextCall):
         raise ValueError(f"expected the driver's word after a timed call, got {cmd.NAME!r}")
+    return cmd
+
+
+@contextlib.contextmanager
+def _then(closing: Callable[[], None] | None) -> Iterator[None]:
+    """No watch: `closing` once the body returned."""
+    yield
+    if closing is not None:
+        closing()
+
+
+def _go(header: dict[str, Any]) -> Go:
+    cmd = parse(header)
+    if not isinstance(cmd, Go):
+        raise ValueError(f"expected the driver's word to make a timed call, got {cmd.NAME!r}")
     return cmd
 
 

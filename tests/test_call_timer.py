@@ -3,6 +3,9 @@ call, the empty call's calibration, and work left running after a call, with a r
 
 from __future__ import annotations
 
+import random
+import statistics
+
 import pytest
 import torch
 
@@ -135,6 +138,7 @@ def test_a_cpu_timer_evicts_large_inputs_only_and_only_once_when_the_caller_did(
     reads: list[int] = []
     monkeypatch.setattr(timer, "_read", lambda buf: reads.append(buf.numel()))
     small, large = [torch.zeros(16)], [torch.zeros(timer.cold_from_bytes // 4)]
+    assert not timer.evicts(small) and timer.evicts(large)  # what the worker asks before its `armed` word
     assert not timer.evict(small) and timer.evict(large) and reads == [timing.cpu_flush_bytes() // 4]
     timer.time_call(lambda x: x, large)  # evicts itself
     timer.time_call(lambda x: x, large, evicted=True)  # the worker evicted before the profiler's watch opened
@@ -237,6 +241,33 @@ def test_the_clock_cross_check_compares_blocks_that_ran_side_by_side():
     cheat.samples_ms = [0.05] * 20
     with pytest.raises(ClockDisagreement, match="timer tampering"):
         _cross_check(ref, cheat, "cpu")
+
+
+def _calls(timed_ms: list[float], rest_ms: float, load_ms: list[float]) -> SideRecord:
+    """A side whose calls took `timed_ms` by its timer and `rest_ms` more by the driver's clock around each, each
+    stretched by the machine's load of the moment (its timer and the driver's clock alike)."""
+    rec = SideRecord(samples_ms=[t + load for t, load in zip(timed_ms, load_ms)])
+    rec.call_walls_ms = [t + load + rest_ms for t, load in zip(timed_ms, load_ms)]
+    rec.walls_ms = [w + 4.0 for w in rec.call_walls_ms]  # a drawn input's cost and noise dwarf the calls there
+    rec.block_walls_ms = [statistics.median(rec.walls_ms)] * 3
+    return rec
+
+
+def test_a_timer_that_claims_part_of_each_call_is_refused_by_the_driver_clock_around_the_calls():
+    """A timer clock rewritten from C that lags inside calls alone: the candidate runs 3.5 ms a call and reports 55%
+    of it (2x, against a 4 ms reference), under twice what the whole cycles' walls implied, which let it through.
+    Around each call, the driver's clock saw 1.6 ms more than the timer claimed, where the reference's calls show
+    0.3 ms; the machine's load, different for every call, stretches both figures of a call alike."""
+    from evaluator.measure import ClockDisagreement, _cross_check
+    rng = random.Random(5)
+    load = [rng.choice([0.0, 0.0, 1.5]) for _ in range(60)]
+    ref = _calls([4.0] * 60, 0.3, load)
+    honest = _calls([3.5 * 0.55] * 60, 0.35, load[::-1])  # a real 2x: its rest as small as the reference's
+    _cross_check(ref, honest, "cpu")
+    cheat = _calls([3.5 * 0.55] * 60, 0.3 + 3.5 * 0.45, load[::-1])
+    with pytest.raises(ClockDisagreement, match="around each call"):
+        _cross_check(ref, cheat, "cpu")
+    _cross_check(ref, cheat, "cuda")  # device events: a launch's host cost is outside them by design
 
 
 def test_blocks_alternate_until_both_sides_are_done(monkeypatch):

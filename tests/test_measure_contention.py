@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from evaluator import measure
-from evaluator.commands import NextCall, Time
+from evaluator.commands import Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.contention import CONTENDED_CORES, Round, choose, wants_more_rounds
 from evaluator.other_work import OtherWork, machine_busy_s, own_cpu_s
@@ -27,6 +27,10 @@ class Machine:
 
     def __init__(self, script: list[float]) -> None:
         self.script, self.round, self.cores_now = script, -1, 0.0
+        self.now_s = 0.0  # the driver's clock (`measure.time`): a call takes its time, plus the harness's 0.2 ms
+
+    def perf_counter(self) -> float:
+        return self.now_s
 
     def start(self) -> None:
         self.round += 1
@@ -47,8 +51,12 @@ class Worker:
 
     def send(self, cmd: Any) -> None:
         if isinstance(cmd, Time) or (isinstance(cmd, NextCall) and cmd.next_seed is not None):
+            self.pending.append({"status": "armed"})
+        if isinstance(cmd, Go):
             ms = self.contended_ms if self.machine.cores_now >= CONTENDED_CORES else self.quiet_ms
-            self.pending.append({"status": "rep", "ms": ms * (1 + 0.02 * (self.rng.random() - 0.5))})
+            ms *= 1 + 0.02 * (self.rng.random() - 0.5)
+            self.machine.now_s += (ms + 0.2) / 1e3
+            self.pending.append({"status": "rep", "ms": ms})
         if isinstance(cmd, NextCall):
             if cmd.keep:
                 self.pending.insert(0, {"status": "kept"})
@@ -64,7 +72,11 @@ def _measure(script: list[float], seed: int = 0) -> tuple[measure.Measurement, M
     ref, cand = Worker(machine, 2.0, 3.8, seed), Worker(machine, 1.5, 2.3, 100 + seed)
     random.seed(seed)
     cfg = EvalConfig(max_timing_s=600.0, max_reps=1000)  # no time cap in reach: the stopping rule ends each side
-    return measure.measure(ref, cand, cfg, "cpu", machine), machine  # type: ignore[arg-type] # the protocol's fakes
+    driver_time, measure.time = measure.time, machine  # type: ignore[assignment] # the driver's clock: the fakes'
+    try:
+        return measure.measure(ref, cand, cfg, "cpu", machine), machine  # type: ignore[arg-type] # the fakes
+    finally:
+        measure.time = driver_time
 
 
 def test_a_quiet_machine_keeps_every_call_and_says_nothing():

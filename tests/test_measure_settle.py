@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evaluator import measure
-from evaluator.commands import NextCall, Time
+from evaluator.commands import Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.measure import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
 from evaluator.result import EvalResult, Status, Timing, median_standard_error_ms
@@ -42,6 +42,8 @@ class FakeWorker:
 
     def send(self, cmd: Any) -> None:
         if isinstance(cmd, Time) or (isinstance(cmd, NextCall) and cmd.next_seed is not None):
+            self.pending.append({"status": "armed"})
+        if isinstance(cmd, Go):
             self.pending.append({"status": "rep", "ms": self.median_ms * (1 + self.spread * (self.rng.random() - 0.5))})
         if isinstance(cmd, NextCall):
             if cmd.keep:
@@ -222,13 +224,14 @@ class DriftingWorker(FakeWorker):
 
 
 class StepClock:
-    """`time` for measure.py: every reading of perf_counter advances `step_s` (a call's round trip)."""
+    """`time` for measure.py: a call's round trip takes `step_s`; the driver reads the clock twice a call (when it
+    sends `go` and when the reply comes), so every reading advances half of it."""
 
     def __init__(self, step_s: float) -> None:
         self.now_s, self.step_s = 0.0, step_s
 
     def perf_counter(self) -> float:
-        self.now_s += self.step_s
+        self.now_s += self.step_s / 2
         return self.now_s
 
 

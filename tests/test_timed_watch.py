@@ -43,7 +43,8 @@ class ModelNew(nn.Module):
 
 
 class ScriptedChannel:
-    """Answers each timed call with the driver's word: `calls` calls, outputs never kept."""
+    """Answers each timed call with the driver's word: `calls` calls, outputs never kept (and `go` to each call whose
+    inputs the worker has drawn)."""
 
     def __init__(self, calls: int = 0) -> None:
         self.sent: list[dict[str, Any]] = []
@@ -53,6 +54,8 @@ class ScriptedChannel:
         self.sent.append(header)
 
     def recv(self) -> tuple[dict[str, Any], list[Any]]:
+        if self.sent and self.sent[-1].get("status") == "armed":
+            return {"cmd": "go"}, []
         self.calls -= 1
         return {"cmd": "next", "keep": False, "next_seed": self.calls if self.calls > 0 else None}, []
 

@@ -1,0 +1,65 @@
+"""The candidate's CPU while the reference is timed, read by the driver from the kernel's accounting
+(`evaluator/worker_cpu.py`, `measure.IdleCandidate`): a worker's own idle check runs in a process whose native code
+can rewrite the clock it reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evaluator import measure
+from evaluator.connection import Refused
+from evaluator.measure import IdleCandidate, SideRecord
+from evaluator.worker_cpu import WorkerCpu, host_pid
+
+
+def test_a_descendant_is_found_by_its_own_pid_and_its_cpu_read_from_the_kernel():
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        assert host_pid(os.getpid(), child.pid) == child.pid  # no PID namespace: NSpid is the pid itself
+        assert host_pid(os.getpid(), 1 << 30) is None
+        cpu = WorkerCpu(os.getpid(), child.pid)
+        first = cpu.cpu_s()
+        time.sleep(0.4)
+        second = cpu.cpu_s()
+        assert first is not None and second is not None and second - first >= 0.1
+    finally:
+        child.wait()
+    assert WorkerCpu(None, 123).cpu_s() is None
+
+
+def test_cpu_spent_while_the_reference_runs_is_refused_and_none_is_not():
+    readings = iter([1.0, 1.0, 1.0, 1.6])  # quiet during the first block, 0.6 s of CPU during the second
+    idle = IdleCandidate(lambda: next(readings))
+    idle.around(lambda: time.sleep(0.01))
+    idle.refuse_busy()  # nothing spent yet
+    idle.around(lambda: time.sleep(0.01))
+    with pytest.raises(Refused, match="kernel's accounting"):
+        idle.refuse_busy()
+    unreadable = IdleCandidate(lambda: None)
+    unreadable.around(lambda: None)
+    unreadable.refuse_busy()  # nothing known, nothing said
+
+
+def test_only_the_reference_blocks_are_watched(monkeypatch: pytest.MonkeyPatch):
+    watched: list[str] = []
+
+    def block(conn, rec, cfg, keeps, first):  # noqa: ANN001, ANN202
+        rec.blocks += 1
+
+    class Idle(IdleCandidate):
+        def around(self, run):  # noqa: ANN001, ANN202
+            watched.append("ref")
+            run()
+
+    monkeypatch.setattr(measure, "_block", block)
+    ref, cand = SideRecord(), SideRecord()
+    from evaluator.config import EvalConfig
+    measure._round([("c", cand, 1), ("r", ref, 0)], ref, cand, EvalConfig(), None,  # type: ignore[list-item]
+                   Idle(lambda: 0.0))
+    assert watched == ["ref"] and ref.blocks == 1 and cand.blocks == 1
