@@ -186,9 +186,15 @@ class Zygote:
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device, self.hidden) + cmd
         env = zygote_environment(self.role, self.device, dict(os.environ))
+        # The candidate's zygote is a session of its own (untrusted code; bubblewrap's --new-session too); the
+        # reference's only a process group of its own, in the driver's session: the scheduler shares a busy CPU
+        # between sessions first (autogroups), so while three processes import torch on a cold start the
+        # candidate's zygote, the last to be ready (dynamo as well), gets a core's share and not two thirds of one.
+        # Workers are sessions of their own either way (zygote._child), so timing is unchanged.
+        untrusted = self.role == "candidate"
         self._proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], env=env, cwd="/tmp",
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      start_new_session=True)
+                                      start_new_session=untrusted, process_group=None if untrusted else 0)
         theirs.close()
         self._control = ours
         self._reader = ours.makefile("rb")
