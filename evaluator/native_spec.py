@@ -27,8 +27,8 @@ _FLAG = re.compile(r"-O[0-3s]|-Ofast|-march=native|-mtune=native|-fopenmp|-ffast
                    r"-std=(c11|c17|gnu11|c\+\+17|c\+\+20|gnu\+\+17)|-D[A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?|"
                    r"-fno-strict-aliasing|-ftree-vectorize|-fopt-info-vec")
 ALLOWED_FLAGS = ("-O0..-O3, -Ofast, -Os, -march=native, -mtune=native, -fopenmp, -ffast-math, -funroll-loops, "
-                 "-fno-math-errno, -fno-trapping-math, -ffp-contract=fast|off|on, -mavx, -mavx2, -mfma, -mavx512f/bw/vl/dq, "
-                 "-mf16c, -std=c11|c17|gnu11|c++17|c++20|gnu++17, -DNAME[=VALUE], -fno-strict-aliasing, "
+                 "-fno-math-errno, -fno-trapping-math, -ffp-contract=fast|off|on, -mavx, -mavx2, -mfma, "
+                 "-mavx512f/bw/vl/dq, -mf16c, -std=c11|c17|gnu11|c++17|c++20|gnu++17, -DNAME[=VALUE], -fno-strict-aliasing, "
                  "-ftree-vectorize, -fopt-info-vec")
 
 # C type (qualifiers dropped, words normalised) -> (ctypes type of a scalar of it, dtypes a pointer to it takes).
