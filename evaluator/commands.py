@@ -94,7 +94,7 @@ class NextCall(_Wire):
 @dataclass(frozen=True, slots=True)
 class Go(_Wire):
     """The driver's word to make a timed call whose inputs are drawn (the worker said `armed`): its clock for the
-    call starts when it sends this and stops at the call's reply (`measure._cross_check`)."""
+    call starts when it sends this and stops at the call's reply (`clock_checks._cross_check`)."""
 
     NAME: ClassVar[str] = "go"
 
@@ -111,7 +111,7 @@ class Loop(_Wire):
 
 @dataclass(frozen=True, slots=True)
 class Clock(_Wire):
-    """The worker's timer clock, read now (`measure.clock_keeps_time` asks twice, a known time apart)."""
+    """The worker's timer clock, read now (`clock_checks.clock_keeps_time` asks twice, a known time apart)."""
 
     NAME: ClassVar[str] = "clock"
 

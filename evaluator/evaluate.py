@@ -33,7 +33,8 @@ from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
 from evaluator.worker_cpu import WorkerCpu
-from evaluator.measure import ClockDisagreement, clock_keeps_time, fresh_seed, measure, time_alone
+from evaluator.clock_checks import ClockDisagreement, clock_keeps_time
+from evaluator.measure import fresh_seed, measure, time_alone
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.sandbox import Zygote

@@ -26,6 +26,7 @@ from evaluator.contention import Contention, Round, choose, wants_more_rounds
 from evaluator.other_work import Meter, OtherWork
 from evaluator.result import Status, Timing
 from evaluator.timing import median_standard_error_ms
+from evaluator.clock_checks import IdleCandidate, _cross_check, _refuse_work_left_running
 
 KEEP_PROBABILITY = 0.2
 MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
@@ -238,35 +239,6 @@ def slow_block_may_end(calls: int, elapsed_s: float, budget_s: float, floor_call
     return calls >= floor_calls and elapsed_s * MIN_BLOCK_CALLS >= budget_s * calls
 
 
-@dataclass
-class IdleCandidate:
-    """The candidate's worker's CPU while the reference's blocks ran, by the kernel's accounting (`worker_cpu.py`):
-    it waits for its next command then, and CPU it spends slows the reference (a spinning signal handler whose CPU
-    the worker's own idle check was told nothing of)."""
-
-    read_cpu_s: Callable[[], float | None]
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
-
-    def around(self, block: Callable[[], None]) -> None:
-        cpu0, t0 = self.read_cpu_s(), time.perf_counter()
-        block()
-        cpu1, t1 = self.read_cpu_s(), time.perf_counter()
-        if cpu0 is not None and cpu1 is not None:
-            self.cpu_s += cpu1 - cpu0
-            self.wall_s += t1 - t0
-
-    def refuse_busy(self) -> None:
-        if self.cpu_s > max(IDLE_WHILE_TIMED_FLOOR_S, IDLE_WHILE_TIMED_SHARE * self.wall_s):
-            raise Refused(Status.REJECTED, f"the candidate's process used {self.cpu_s:.2f} s of CPU by the kernel's "
-                                           f"accounting in the {self.wall_s:.2f} s the reference was timed, while it "
-                                           "had nothing to do (work slowing the reference down)")
-
-
-IDLE_WHILE_TIMED_SHARE = 0.1  # a waiting worker uses none; the kernel's ticks are 10 ms
-IDLE_WHILE_TIMED_FLOOR_S = 0.05  # as the worker's own check (`call_checks.IDLE_CPU_FLOOR_S`)
-
-
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
             device_kind: str, other_work: Meter | None = None,
             candidate_cpu: Callable[[], float | None] | None = None) -> Measurement:
@@ -334,120 +306,6 @@ def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Tim
     while not rec.done(cfg):
         _block(conn, rec, cfg, 0, first=rec.blocks == 0)
     return rec.timing()
-
-
-CLOCK_PROBE_S = 0.05
-
-
-def clock_keeps_time(conn: WorkerConnection, cfg: EvalConfig, wait_s: float = CLOCK_PROBE_S) -> None:
-    """Refuse a worker whose timer clock does not keep time: read it twice, `wait_s` apart by the driver's clock. A
-    clock rewritten from C to count the calling thread's CPU time (which stands still while it waits) claims par
-    or better for a kernel many times slower, where the comparison of per-call walls has too much noise to say so."""
-    first, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
-    t0 = time.perf_counter()
-    time.sleep(wait_s)
-    elapsed_ms = (time.perf_counter() - t0) * 1e3
-    second, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
-    worker_ms = float(second["now_ms"]) - float(first["now_ms"])
-    if worker_ms < 0.5 * elapsed_ms:
-        raise Refused(Status.REJECTED, f"the worker's timer clock advanced {worker_ms:.1f} ms while {elapsed_ms:.0f} "
-                                       "ms passed by the driver's clock (its clock was rewritten)")
-
-
-class ClockDisagreement(Refused):
-    """The driver's clock did not support what the candidate's timer reported (`_cross_check`)."""
-
-
-def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
-    """Refuse a candidate whose reported times are shorter than the driver's own clock allows.
-
-    Both workers pay the same costs around each call (same code, same checks), so the difference of their per-call
-    wall times seen by the driver estimates the difference of their true call times. Only a claimed speedup that
-    the driver's clock cannot support (by more than 2x, beyond noise) is refused: a slow honest candidate whose
-    interpreter leaves extra garbage behind is never at risk.
-    """
-    if len(ref.walls_ms) < 3 or len(cand.walls_ms) < 3:
-        return
-    ref_ms, cand_ms = statistics.median(ref.samples_ms), statistics.median(cand.samples_ms)
-    # Block i of one side ran right before or after block i of the other: their walls saw the same load, so the
-    # gap is taken pair by pair (a burst of the machine's other work inside some blocks cancels out).
-    pairs = list(zip(cand.block_walls_ms, ref.block_walls_ms))
-    wall_gap = (statistics.median(c - r for c, r in pairs) if len(pairs) >= MIN_BLOCKS
-                else statistics.median(cand.walls_ms) - statistics.median(ref.walls_ms))
-    claimed_gap = cand_ms - ref_ms
-    noise = _iqr(cand.walls_ms) + _iqr(ref.walls_ms)
-    floor_ms = 0.5 if device_kind == "cpu" else 0.05
-    implied_cand_ms = max(ref_ms + wall_gap, 1e-6)
-    claimed_speedup, implied_speedup = ref_ms / max(cand_ms, 1e-9), ref_ms / implied_cand_ms
-    # A candidate slower than the reference is not judged here: the watch around its calls (the profiler, the
-    # checks on its outputs) costs the driver's clock a few ms a call at 31 MiB that the reference's does not.
-    if claimed_speedup <= 1.0:
-        return
-    _cross_check_calls(ref, cand, cand_ms, device_kind)
-    if claimed_speedup < 2 * implied_speedup:
-        return
-    if wall_gap - claimed_gap > 0.25 * max(ref_ms, cand_ms) + noise + floor_ms:
-        raise ClockDisagreement(Status.REJECTED,
-                                f"the candidate's reported times disagree with the driver's clock: its calls took "
-                                f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
-                                f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
-
-
-CALL_GAP_SHARE = 0.1  # of the claimed call time: what the harness's costs around a call may differ by, beyond noise
-CALL_GAP_FLOOR_MS = 0.15  # the same in ms: the roles' watches record different operators (seen: -0.15 to +0.16)
-
-
-def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> None:
-    """Refuse a candidate whose timer claims less of each call than the driver's clock around it allows.
-
-    That clock runs from the driver's `go`, sent once a call's inputs are drawn, to the reply that follows the copies
-    of its outputs; the worker's timer marks lie inside. What the driver saw beyond what the timer claimed is the
-    harness's own work around the call (the watch's end, the copy check, the copies, two messages), the same code in
-    both roles (the checks only the candidate pays come after the reply), so the medians of that remainder, call by
-    call, may differ between the roles only by a little. A timer clock rewritten from C that lags inside calls alone
-    keeps time while the worker waits, and the remainder of each call holds what it took off: a claim of 55% of the
-    call passed the whole-cycle comparison below (a drawn input's cost and the load on the machine dwarfed the lie).
-    Each call's remainder is its own wall less its own timing, so the machine's load, which stretches both, cancels
-    where a gap of walls between blocks did not. CPU only: on a GPU the timer is the device's events, and a launch's
-    host cost is outside them by design."""
-    if device_kind != "cpu":
-        return
-    cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]
-    ref_rest = [w - t for w, t in zip(ref.call_walls_ms, ref.samples_ms)]
-    if len(cand_rest) < MIN_BLOCK_CALLS or len(ref_rest) < MIN_BLOCK_CALLS:
-        return
-    short_ms = statistics.median(cand_rest) - statistics.median(ref_rest)
-    # The noise of the two medians, from the reference's spread alone: the same harness work spreads alike in both
-    # roles (honest candidates' spreads were 0.5-2 times the reference's), while a forged timer's own spread grows
-    # with what it takes off each call (3-8 ms where the reference's was 1-4), which would widen its own tolerance.
-    noise_ms = 3 * _iqr(ref_rest) * math.sqrt(1 / len(cand_rest) + 1 / len(ref_rest))
-    if short_ms > CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms:
-        raise ClockDisagreement(Status.REJECTED,
-                                f"the candidate's reported times disagree with the driver's clock: around each call "
-                                f"the driver saw {short_ms:.3f} ms more beyond its timer's figure than around the "
-                                f"reference's (timer tampering)")
-
-
-LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this
-LEFT_RUNNING_SHARE = 0.25
-
-
-def _refuse_work_left_running(cand: SideRecord) -> None:
-    """Refuse a candidate whose calls return before their work is done: the device stays busy after the call's end
-    mark on the current stream (work on a side stream the current stream never waits for). Its outputs are not ready
-    for a caller on that stream, and its timings would miss the work. Judged on the median over blocks."""
-    if not cand.left_running_ms or not cand.samples_ms:
-        return
-    left = statistics.median(cand.left_running_ms)
-    if left > max(LEFT_RUNNING_FLOOR_MS, LEFT_RUNNING_SHARE * statistics.median(cand.samples_ms)):
-        raise Refused(Status.REJECTED,
-                      f"the device kept working {left:.3f} ms after the candidate's calls returned (work on another "
-                      "stream that the current stream does not wait for): its outputs are not ready when it returns")
-
-
-def _iqr(xs: list[float]) -> float:
-    return Timing.from_samples(xs).iqr_ms
-
 
 
 def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig) -> float:

@@ -74,7 +74,7 @@ class Worker:
         device = torch.device(cmd.device)
         try:
             draws = FastDraws(cmd.draws) if cmd.draws else None
-        except (OSError, ValueError) as exc:  # both workers must draw alike: no fallback to PyTorch's draws in one of them
+        except (OSError, ValueError) as exc:  # both workers draw alike: no falling back to PyTorch's draws alone
             self.send({"status": "runtime_error", "reason": f"the fast draws' library did not load: {exc}",
                        "log": tail()})
             return
@@ -221,7 +221,7 @@ class Worker:
                 # sends: what lies between is the same code in both roles (the pool's wake, the call in its watch,
                 # the copy check, the copies of the outputs), none of the checks only the candidate pays, and not
                 # the profiler's stop, whose cost follows the number of operators a call ran
-                # (`measure._cross_check_calls`). An eviction (a read of four last-level caches, tenths of a second
+                # (`clock_checks._cross_check_calls`). An eviction (a read of four last-level caches, tenths of a second
                 # on a busy machine) comes before, the wake of a pool right before the call, as it did.
                 evicts = timer.evicts(inputs)
                 if evicts:

@@ -11,7 +11,8 @@ import torch
 
 from evaluator import timing
 from evaluator.connection import Refused
-from evaluator.measure import SideRecord, _refuse_work_left_running
+from evaluator.clock_checks import _refuse_work_left_running
+from evaluator.measure import SideRecord
 
 
 class RecordingClock:
@@ -210,7 +211,7 @@ class _ClockConn:
 
 def test_a_worker_clock_that_stands_still_while_the_driver_waits_is_refused():
     from evaluator.config import EvalConfig
-    from evaluator.measure import clock_keeps_time
+    from evaluator.clock_checks import clock_keeps_time
     clock_keeps_time(_ClockConn(1.0), EvalConfig(), wait_s=0.02)  # keeps time: nothing to say
     with pytest.raises(Refused, match="clock was rewritten"):
         clock_keeps_time(_ClockConn(0.004), EvalConfig(), wait_s=0.02)
@@ -229,7 +230,7 @@ def test_the_clock_cross_check_compares_blocks_that_ran_side_by_side():
     """Load came and went (+2 ms a call in the second and fourth pair of blocks). The reference's quiet blocks ran
     long and its loaded ones short, the candidate's the other way round: pooled, the two sides' walls come from
     different moments and an honest 10x reads as a candidate slower than its own timer says. Pair by pair it is not."""
-    from evaluator.measure import ClockDisagreement, _cross_check
+    from evaluator.clock_checks import ClockDisagreement, _cross_check
     windows = [(300, 16, 0.0), (16, 300, 2.0), (300, 16, 0.0), (16, 300, 2.0)]  # ref calls, cand calls, load
     ref = _blocks(*[(r, 5.5 + load) for r, _, load in windows])
     ref.samples_ms = [5.0] * 20
@@ -258,7 +259,7 @@ def test_a_timer_that_claims_part_of_each_call_is_refused_by_the_driver_clock_ar
     of it (2x, against a 4 ms reference), under twice what the whole cycles' walls implied, which let it through.
     Around each call, the driver's clock saw 1.6 ms more than the timer claimed, where the reference's calls show
     0.3 ms; the machine's load, different for every call, stretches both figures of a call alike."""
-    from evaluator.measure import ClockDisagreement, _cross_check
+    from evaluator.clock_checks import ClockDisagreement, _cross_check
     rng = random.Random(5)
     load = [rng.choice([0.0, 0.0, 1.5]) for _ in range(60)]
     ref = _calls([4.0] * 60, 0.3, load)

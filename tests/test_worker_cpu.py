@@ -1,5 +1,5 @@
 """The candidate's CPU while the reference is timed, read by the driver from the kernel's accounting
-(`evaluator/worker_cpu.py`, `measure.IdleCandidate`): a worker's own idle check runs in a process whose native code
+(`evaluator/worker_cpu.py`, `clock_checks.IdleCandidate`): a worker's own idle check runs in a process whose native code
 can rewrite the clock it reads."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 
 from evaluator import measure
 from evaluator.connection import Refused
-from evaluator.measure import IdleCandidate, SideRecord
+from evaluator.clock_checks import IdleCandidate
+from evaluator.measure import SideRecord
 from evaluator.worker_cpu import WorkerCpu, host_pid
 
 
