@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from evaluator import process_tree
-from evaluator.guards import Guards, same_bits
+from evaluator.guards import Guards
 
 IDLE_MIN_WINDOW_S = 0.05   # idle windows shorter than this are not judged
 IDLE_CPU_FLOOR_S = 0.05    # CPU a worker may use while idle (message handling), and
@@ -85,3 +85,27 @@ def threads_problem(guards: Guards) -> str | None:
         return None
     return (f"the candidate's process has {extra} more thread(s) after a call than before its first (a thread left "
             "running, or a native kernel that raised its own OpenMP thread count: both sides get the same threads)")
+
+
+_no_torch_function = torch._C.DisableTorchFunction
+
+
+_WORDS = (torch.int64, torch.int32, torch.int16)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Raw bytes compared with `__torch_function__` overrides off (callers check exact types first), as the widest
+    integer words that tile both tensors' bytes: the same verdict as byte by byte, for a sixth of the time (a 32 MiB
+    input: 6-12 ms as bytes, 1-2 ms as 8-byte words, in both workers after every correctness call)."""
+    with _no_torch_function():
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.numel() == 0:
+            return True
+        x, y = a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+        for word in _WORDS:
+            size = word.itemsize
+            if x.numel() % size == 0 and x.storage_offset() % size == 0 and y.storage_offset() % size == 0:
+                x, y = x.view(word), y.view(word)
+                break
+        return bool(torch.equal(x, y))

@@ -386,27 +386,3 @@ def _programs(grid: Any) -> int | None:
             n *= g
         return n
     return None
-
-
-_no_torch_function = torch._C.DisableTorchFunction
-
-
-_WORDS = (torch.int64, torch.int32, torch.int16)
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Raw bytes compared with `__torch_function__` overrides off (callers check exact types first), as the widest
-    integer words that tile both tensors' bytes: the same verdict as byte by byte, for a sixth of the time (a 32 MiB
-    input: 6-12 ms as bytes, 1-2 ms as 8-byte words, in both workers after every correctness call)."""
-    with _no_torch_function():
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        if a.numel() == 0:
-            return True
-        x, y = a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
-        for word in _WORDS:
-            size = word.itemsize
-            if x.numel() % size == 0 and x.storage_offset() % size == 0 and y.storage_offset() % size == 0:
-                x, y = x.view(word), y.view(word)
-                break
-        return bool(torch.equal(x, y))

@@ -1,4 +1,4 @@
-"""`guards.same_bits`, the check that a call left its inputs unchanged (issue 18): compared as the widest integer words
+"""`call_checks.same_bits`, the check that a call left its inputs unchanged (issue 18): compared as the widest integer words
 that tile both tensors' bytes, its verdict must stay the byte-by-byte one for every size, offset and dtype."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluator.guards import same_bits
+from evaluator.call_checks import same_bits
 
 
 def _bytewise(a: torch.Tensor, b: torch.Tensor) -> bool:
