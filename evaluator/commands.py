@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Union
+from typing import Any, ClassVar, Mapping, TypeVar, Union
 
 
 class UnknownCommand(ValueError):
@@ -175,3 +175,14 @@ def parse(header: Mapping[str, Any]) -> Command:
         return cls(**body)
     except TypeError as exc:
         raise UnknownCommand(f"command {name!r}: {exc}") from None
+
+
+_C = TypeVar("_C", bound="_Wire")
+
+
+def parse_as(header: Mapping[str, Any], kind: type[_C], what: str) -> _C:
+    """The command a header carries, which must be a `kind` (`what` names it in the error)."""
+    cmd = parse(header)
+    if not isinstance(cmd, kind):
+        raise ValueError(f"expected {what}, got {cmd.NAME!r}")
+    return cmd

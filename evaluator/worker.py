@@ -16,7 +16,7 @@ import torch
 from evaluator import call_watch, heap, interpreter_gaps, timing, torch_profile
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
-from evaluator.commands import Batch, Check, Clock, Exit, Go, Load, Loop, NextCall, Profile, Run, Time, parse
+from evaluator.commands import Batch, Check, Clock, Exit, Go, Load, Loop, NextCall, Profile, Run, Time, parse, parse_as
 from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
@@ -227,7 +227,7 @@ class Worker:
                 if evicts:
                     timer.evict(inputs)  # a PyTorch op of the harness's own: before the watch opens
                 self.send({"status": "armed"})
-                _go(self.recv()[0])
+                parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
                 if not evicts:
                     timer.evict(inputs)
                 call: dict[str, Any] = {}
@@ -242,7 +242,7 @@ class Worker:
                     self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                     return
                 del out, outputs, inputs, call
-                after = _next_call(self.recv()[0])
+                after = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
                 if after.keep:
                     self.send({"status": "kept"}, kept)
                 del kept
@@ -404,26 +404,12 @@ class Worker:
         return bool(reason)
 
 
-def _next_call(header: dict[str, Any]) -> NextCall:
-    cmd = parse(header)
-    if not isinstance(cmd, NextCall):
-        raise ValueError(f"expected the driver's word after a timed call, got {cmd.NAME!r}")
-    return cmd
-
-
 @contextlib.contextmanager
 def _then(closing: Callable[[], None] | None) -> Iterator[None]:
     """No watch: `closing` once the body returned."""
     yield
     if closing is not None:
         closing()
-
-
-def _go(header: dict[str, Any]) -> Go:
-    cmd = parse(header)
-    if not isinstance(cmd, Go):
-        raise ValueError(f"expected the driver's word to make a timed call, got {cmd.NAME!r}")
-    return cmd
 
 
 def _with_hint(exc: BaseException) -> str:
