@@ -1,0 +1,119 @@
+"""The worker's timed commands: `time` (timed calls on fresh inputs, each opened by the driver's `go` and followed
+by its word on keeping the outputs) and `batch` (inputs and calls whose round trip the driver times).
+
+Functions of the worker (`self`), in both roles alike: the reference and the candidate are timed by the same code,
+which is why these live beside `worker.py`'s command loop rather than in the driver. The module is watched like the
+worker's own (`guards._WATCHED_MODULES`): a candidate that rebinds these functions is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from evaluator import heap, timing
+from evaluator.commands import Batch, Go, NextCall, Time, parse_as
+from evaluator.task_runtime import as_outputs
+
+if TYPE_CHECKING:
+    from evaluator.worker import Worker
+
+
+def time_calls(self: Worker, cmd: Time) -> None:
+    """Timed calls on fresh inputs; after each, the driver says whether to send that call's outputs back."""
+    rt, timer = self.rt, self.timer
+    assert rt is not None and timer is not None
+    variant = int(cmd.variant)
+    model = self._model(variant)
+    seed: int | None = int(cmd.seed)
+    warm_inputs = rt.inputs(variant, int(cmd.seed))
+    if not self.heap_reserved and not timer.cuda:  # a CPU worker's heap is kept (zygote.py): settle it first
+        self.heap_reserved = heap.reserve(timer.args_bytes(warm_inputs)) > 0
+    deadline = timing.now_ms() + float(cmd.warmup_ms)
+    with torch.set_grad_enabled(self.grad):
+        while timing.now_ms() < deadline:
+            timer.time_call(model, warm_inputs)
+        del warm_inputs
+        fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
+        left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
+        after = NextCall(keep=False, next_seed=None)
+        while seed is not None:
+            inputs = rt.inputs(variant, seed)
+            launches0 = dict(self.guards.launches)
+            seen: dict[str, Any] = {}
+            # The driver's own clock for the call runs from its `go` to the reply that `_close_timed_call`
+            # sends: what lies between is the same code in both roles (the pool's wake, the call in its watch,
+            # the copy check, the copies of the outputs), none of the checks only the candidate pays, and not
+            # the profiler's stop, whose cost follows the number of operators a call ran
+            # (`clock_checks._cross_check_calls`). An eviction (a read of four last-level caches, tenths of a second
+            # on a busy machine) comes before, the wake of a pool right before the call, as it did.
+            evicts = timer.evicts(inputs)
+            if evicts:
+                timer.evict(inputs)  # a PyTorch op of the harness's own: before the watch opens
+            self.send({"status": "armed"})
+            parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
+            if not evicts:
+                timer.evict(inputs)
+            call: dict[str, Any] = {}
+            with self._timed_watch(seen, closing=lambda: _close_timed_call(self, call)):
+                call["ms"], call["out"] = timer.time_call(model, inputs, evicted=True)
+            out, outputs, kept = call["out"], call["outputs"], call["kept"]
+            left_running.append(timer.left_running_ms)
+            kernels = self.guards.launches_since(launches0)
+            fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
+            problems = self._problem(outputs, inputs, None) + (self._call_problem(outputs, kernels, seen, inputs),)
+            if self.enforce and any(problems):
+                self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
+                return
+            del out, outputs, inputs, call
+            after = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
+            if after.keep:
+                self.send({"status": "kept"}, kept)
+            del kept
+            seed = after.next_seed
+    # The whole dispatch table (~50 ms) at the end of the blocks the driver picks at random, after the last call.
+    problem = self._refuse_reason(deep=after.check)
+    if self.enforce and problem:
+        self.send({"status": "rejected", "reason": f"during timing: {problem}"})
+        return
+    self.send({"status": "timed", "kernels": fewest or {},
+               "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
+
+def _close_timed_call(self: Worker, call: dict[str, Any]) -> None:
+    """Right after a timed call returned, inside its watch: the copy check, the copies of the outputs (work
+    deferred past the return is in them), then the reply that stops the driver's clock for the call."""
+    self._check_copy_ops()
+    outputs = as_outputs(call["out"])
+    call["outputs"] = outputs
+    call["kept"] = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
+    self.send({"status": "rep", "ms": call["ms"]})
+
+
+def batch(self: Worker, cmd: Batch) -> None:
+    """Build inputs for every seed, then (if asked) call the model on each once; the driver times the round trip."""
+    rt, timer = self.rt, self.timer
+    assert rt is not None and timer is not None
+    variant = int(cmd.variant)
+    model = self._model(variant)
+    batches = [rt.inputs(variant, int(s)) for s in cmd.seeds]
+    timer.sync()
+    if cmd.calls:
+        with torch.set_grad_enabled(self.grad):
+            for inputs in batches:
+                # Outputs are copied as after a timed call: work deferred into that copy is on the clock too.
+                launches0 = dict(self.guards.launches)
+                seen: dict[str, Any] = {}
+                with self._timed_watch(seen):
+                    outs = as_outputs(model(*inputs))
+                self._check_copy_ops()
+                unwritten = self._call_problem(outs, self.guards.launches_since(launches0), seen, inputs)
+                if unwritten and self.enforce:
+                    self.send({"status": "rejected", "reason": unwritten})
+                    return
+                for out in outs:
+                    if isinstance(out, torch.Tensor):
+                        self._clone(out)
+        timer.sync()
+    # No check inside the round trip the driver times: it asks for them (`check`) after the batches.
+    self.send({"status": "batched"})
