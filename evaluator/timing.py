@@ -86,12 +86,20 @@ DEFAULT_LLC_BYTES = 32 * 2**20  # where sysfs says nothing
 _prepared: torch.Tensor | None = None
 
 
+# The largest eviction buffer a zygote writes ahead. Four caches of a VM that reports a 480 MiB last-level cache are
+# 1.9 GB: 2.1 s of CPU in each of the two zygotes before a search's first result, and 3.8 GB of memory, for calls
+# whose inputs reach 240 MiB, which no built-in task's do. Above it, the worker of such a task writes its own.
+PREPARE_AHEAD_MAX_BYTES = 256 * 2**20
+
+
 def prepare_cpu_flush() -> None:
     """Write the eviction buffer once, in the zygote before it forks: every worker then reads the same pages (copy on
-    write, and nobody writes them) instead of faulting in its own at each evaluation (~50 ms). Filled without an
-    OpenMP region: a zygote must not start OpenMP's pool before it forks."""
+    write, and nobody writes them) instead of faulting in its own at each evaluation (~50 ms at 128 MiB). Only up to
+    `PREPARE_AHEAD_MAX_BYTES`. Filled without an OpenMP region: a zygote must not start OpenMP's pool before it
+    forks."""
     global _prepared
-    _prepared = _evict_buffer(cpu_flush_bytes())
+    size_bytes = cpu_flush_bytes()
+    _prepared = _evict_buffer(size_bytes) if size_bytes <= PREPARE_AHEAD_MAX_BYTES else None
 
 
 def _prepared_buffer() -> torch.Tensor | None:
@@ -145,7 +153,8 @@ class CallTimer:
         self.clock = clock
         self._evicts = not self.cuda and isinstance(clock, HostClock)
         # The eviction buffer: the zygote's where it prepared one (`prepare_cpu_flush`), else written at the first
-        # call that needs it (a one-shot evaluation's zygotes skip it: 0.4-0.5 s of CPU each at a 260 MiB cache).
+        # call that needs it (a one-shot evaluation's zygotes skip it, and so does any zygote of a CPU whose buffer
+        # is past `PREPARE_AHEAD_MAX_BYTES`).
         self._evict_buf = _prepared_buffer() if self._evicts else None
         self._read = torch.Tensor.max
         # Below the eviction's bound, a reduction over one value seen GRAIN_ELEMENTS times per thread (stride 0: it

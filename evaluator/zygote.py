@@ -121,9 +121,10 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
         from evaluator import audit_hook
         audit_hook.prepare_ahead()
     if device == "cpu" and flush_ahead:
-        # The CPU timer's eviction buffer (four last-level caches), shared by every forked worker. Writing it costs
-        # 0.4-0.5 s of CPU at 1 GiB (a VM that reports a 260 MiB cache); a zygote that forks one worker only skips
-        # it: most tasks' inputs are below the eviction's bound, and a worker whose are not writes its own.
+        # The CPU timer's eviction buffer (four last-level caches), shared by every forked worker, up to 256 MiB
+        # (`timing.PREPARE_AHEAD_MAX_BYTES`: 2.1 s of CPU at the 1.9 GB of a VM that reports a 480 MiB cache); a
+        # zygote that forks one worker only skips it: most tasks' inputs are below the eviction's bound, and a
+        # worker whose are not writes its own.
         from evaluator import timing
         timing.prepare_cpu_flush()
 
