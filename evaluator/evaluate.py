@@ -32,7 +32,7 @@ from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_s
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
-from evaluator.worker_cpu import WorkerCpu
+from evaluator.worker_cpu import WorkerCpu, WorkerThreads
 from evaluator.clock_checks import ClockDisagreement, clock_keeps_time
 from evaluator.measure import fresh_seed, measure, time_alone
 from evaluator.gpu_memory import blame_reference_failure
@@ -180,7 +180,7 @@ class LocalEvaluator:
                               max_rel_error=checked.max_rel_error, device=dev, backend=backend, trials=checked.trials)
         unconfirmed = None
         for _ in range(MEASUREMENTS_BEFORE_REFUSING):
-            timed = self._time(ref, cand, cfg, kind, checked)
+            timed = self._time(ref, cand, cfg, kind, checked, loaded.threads)
             if timed_over is not None and kind == "cpu":
                 timed_over()
             with self._beside(kind, "rechecking timed calls"):
@@ -262,23 +262,27 @@ class LocalEvaluator:
         shape = reply.get("interpreter_shape")
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
+        # The driver's own count of the worker's threads starts at its first answer (`worker_cpu.WorkerThreads`).
+        threads = WorkerThreads(WorkerCpu(cand.zygote.host_pid, cand.handle.pid)) if kind == "cpu" else None
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
-                       cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True)
-        return Loaded(load, n_variants, reply.get("tolerance"), shape_note, trial_runs)
+                       cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True,
+                       first_reply=threads.count_first if threads is not None else None)
+        return Loaded(load, n_variants, reply.get("tolerance"), shape_note, trial_runs, threads)
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
-              checked: Checked) -> Timed:
+              checked: Checked, threads: WorkerThreads | None = None) -> Timed:
         """Both sides timed (and metered) in the device's timed phase (the candidate's costlier checks and its clock
-        follow in `_run`)."""
+        follow in `_run`); `threads`: the driver's count of the candidate's threads, checked through it."""
         with self._timed(kind, "timing"):
             # The candidate's CPU while the reference is timed, from the kernel's accounting (CPU: a GPU runtime's
             # own threads are not judged here).
             cpu = WorkerCpu(cand.zygote.host_pid, cand.handle.pid).cpu_s if kind == "cpu" else None
+            more = threads.refuse_more if threads is not None else None
             try:
-                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu)
+                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more)
             except ClockDisagreement:  # once more: a burst of other work can fall on one side's blocks; a forged
-                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu)  # clock disagrees every time (an honest tune
-                # was refused so)
+                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more)  # clock disagrees
+                # every time (an honest tune was refused so)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

@@ -162,7 +162,10 @@ def fresh_seed() -> int:
     return secrets.randbelow(2**31 - 1)
 
 
-def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool) -> None:
+def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool,
+           after_call: Callable[[], None] | None = None) -> None:
+    """One block of timed calls of one side; `after_call` (the candidate's, `measure`'s `candidate_threads`) runs
+    after the driver's word on each call, while the worker draws the next call's inputs."""
     budget_s = cfg.max_timing_s / (2 * MIN_BLOCKS)
     floor_calls = -(-cfg.min_reps // MIN_BLOCKS)  # a block's share of the side's sample floor
     # A side that is done already (its cap reached, or settled) only keeps pace with the other's blocks, so that load
@@ -209,6 +212,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         next_seed = None if stop else fresh_seed()
         check = next_seed is None and rec.deep_check_after()
         conn.send(NextCall(keep=keep, next_seed=next_seed, check=check))
+        if after_call is not None:
+            after_call()
         if keep:
             _, tensors = conn.recv(cfg.run_timeout_s, "returning a timed call's outputs")
             rec.kept.append((seed, tensors))
@@ -241,11 +246,14 @@ def slow_block_may_end(calls: int, elapsed_s: float, budget_s: float, floor_call
 
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
             device_kind: str, other_work: Meter | None = None,
-            candidate_cpu: Callable[[], float | None] | None = None) -> Measurement:
+            candidate_cpu: Callable[[], float | None] | None = None,
+            candidate_threads: Callable[[], None] | None = None) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
     work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one). `candidate_cpu`: the
     candidate's worker's CPU seconds by the kernel's accounting (`worker_cpu.WorkerCpu`), refused when it grew while
-    the reference's blocks ran."""
+    the reference's blocks ran. `candidate_threads`: the driver's count of the candidate's threads
+    (`worker_cpu.WorkerThreads.refuse_more`), run around the reference's blocks and after each of the candidate's
+    calls."""
     idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
     meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
     floor_ms = precision_floor_ms(device_kind)
@@ -262,15 +270,15 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter, idle))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_threads))
     # Other work came and went: a few rounds more to replace the contended ones, where some rounds were quiet (a
     # machine busy throughout has none to offer, and its evaluations should not pay for rounds that cannot help).
     for _ in range(EXTRA_ROUNDS):
         if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter, idle))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_threads))
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
-        _block(candidate, cand, cfg, keep_budget, first=False)
+        _block(candidate, cand, cfg, keep_budget, first=False, after_call=candidate_threads)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
     if idle is not None:
@@ -282,20 +290,26 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
 
 
 def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecord, cand: SideRecord,
-           cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None) -> Round:
+           cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None,
+           threads: Callable[[], None] | None = None) -> Round:
     """One block of each side that is not exhausted, in the evaluation's order, metered for other work; with `idle`,
-    the candidate's CPU during the reference's blocks."""
+    the candidate's CPU during the reference's blocks; with `threads`, the driver's count of the candidate's threads
+    before and after each reference block (the candidate waits then) and after each of its own calls."""
     if meter is not None:
         meter.start()
     ran: dict[int, int] = {}
     for conn, rec, keeps in sides:
         if not rec.exhausted(cfg):
             def block(conn: WorkerConnection = conn, rec: SideRecord = rec, keeps: int = keeps) -> None:
-                _block(conn, rec, cfg, keeps, first=rec.blocks == 0)
+                _block(conn, rec, cfg, keeps, first=rec.blocks == 0, after_call=threads if rec is cand else None)
+            if rec is ref and threads is not None:
+                threads()
             if idle is not None and rec is ref:
                 idle.around(block)
             else:
                 block()
+            if rec is ref and threads is not None:
+                threads()
             ran[id(rec)] = rec.blocks - 1
     return Round(ran.get(id(ref)), ran.get(id(cand)), meter.cores() if meter is not None else None)
 

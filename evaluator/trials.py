@@ -24,6 +24,7 @@ from evaluator.gpu_memory import steady_peak
 from evaluator.measure import Measurement, fresh_seed
 from evaluator.probes import all_finite, expected_in_domain, first_sent
 from evaluator.result import Status
+from evaluator.worker_cpu import WorkerThreads
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +209,7 @@ class Loaded:
     tolerance: dict[str, float] | None
     shape_note: str
     trials: TrialRuns  # the first asked of the reference already
+    threads: WorkerThreads | None = None  # the candidate's worker's threads, counted by the driver (CPU)
 
 
 @dataclass(frozen=True, slots=True)

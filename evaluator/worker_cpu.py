@@ -1,5 +1,5 @@
-"""The CPU time a candidate's worker used while the reference was timed, read by the driver from the kernel's
-accounting (/proc/<pid>/stat), never from the worker.
+"""The CPU time a candidate's worker used while the reference was timed, and its OS threads, read by the driver from
+the kernel's accounting (/proc/<pid>/stat, /proc/<pid>/task), never from the worker.
 
 A worker that waits for its next command uses no CPU. The worker's own check of that (`call_checks.idle`) reads
 `time.process_time` inside the candidate's process, where native code can replace the C function behind it: a
@@ -8,6 +8,14 @@ reference (the evaluation's own processes count as its own, not as the machine's
 (`tests/cheats/native_busy_while_reference_runs.py`). The kernel's figure for the process cannot be rewritten from
 inside it.
 
+The worker counts its own threads too (`Guards.extra_threads`, /proc/self/task), with `os.listdir` inside the
+candidate's process: native code replaced that C function with one that dropped the entries beyond the count at
+its import, and a kernel that raised OpenMP's thread count passed (`tests/cheats/native_threads_hidden_from_count.py`).
+`WorkerThreads` counts them from the driver: once when the worker first answers its load (the first build request,
+or its reply where it asks none: before any of the candidate's native code was loaded, after the worker's own
+snapshot had started OpenMP's pool), then while the reference's blocks run and after each of the candidate's timed
+calls, when the worker waits or runs the harness's code: any thread beyond the first count is refused.
+
 Inside bubblewrap the worker's pid is its PID namespace's; the driver finds the process among the zygote's
 descendants by the last field of their `NSpid` line (the pid in the innermost namespace), which is the pid itself
 without a namespace.
@@ -15,7 +23,11 @@ without a namespace.
 
 from __future__ import annotations
 
+import os
+
+from evaluator.connection import Refused
 from evaluator.other_work import _children, _process_cpu_s
+from evaluator.result import Status
 
 
 def _inner_pid(pid: int) -> int | None:
@@ -52,3 +64,33 @@ class WorkerCpu:
 
     def cpu_s(self) -> float | None:
         return None if self.pid is None else _process_cpu_s(self.pid)
+
+    def threads(self) -> int | None:
+        """The worker's OS threads now (/proc/<pid>/task), or None where it cannot be read (gone, or not found)."""
+        if self.pid is None:
+            return None
+        try:
+            return len(os.listdir(f"/proc/{self.pid}/task"))
+        except OSError:
+            return None
+
+
+class WorkerThreads:
+    """The candidate's worker's OS threads, counted by the driver: `count_first()` when the worker first answers its
+    load, `refuse_more()` at each later count (CPU only: a GPU's runtime starts threads of its own lazily)."""
+
+    def __init__(self, process: WorkerCpu) -> None:
+        self.process = process
+        self.first: int | None = None
+
+    def count_first(self) -> None:
+        if self.first is None:
+            self.first = self.process.threads()
+
+    def refuse_more(self) -> None:
+        now = self.process.threads() if self.first is not None else None
+        if now is not None and self.first is not None and now > self.first:
+            raise Refused(Status.REJECTED, f"the candidate's process has {now - self.first} more OS thread(s) than "
+                                           "before its code was loaded, by the driver's count (a thread left running, "
+                                           "or a native kernel that raised its own OpenMP thread count: both sides get "
+                                           "the same threads)")

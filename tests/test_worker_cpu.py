@@ -15,7 +15,7 @@ from evaluator import measure
 from evaluator.connection import Refused
 from evaluator.clock_checks import IdleCandidate
 from evaluator.measure import SideRecord
-from evaluator.worker_cpu import WorkerCpu, host_pid
+from evaluator.worker_cpu import WorkerCpu, WorkerThreads, host_pid
 
 
 def test_a_descendant_is_found_by_its_own_pid_and_its_cpu_read_from_the_kernel():
@@ -50,7 +50,10 @@ def test_cpu_spent_while_the_reference_runs_is_refused_and_none_is_not():
 def test_only_the_reference_blocks_are_watched(monkeypatch: pytest.MonkeyPatch):
     watched: list[str] = []
 
-    def block(conn, rec, cfg, keeps, first):  # noqa: ANN001, ANN202
+    def block(conn, rec, cfg, keeps, first, after_call=None):  # noqa: ANN001, ANN202
+        watched.append(f"{conn} block")
+        if after_call is not None:
+            after_call()  # the candidate's calls
         rec.blocks += 1
 
     class Idle(IdleCandidate):
@@ -62,5 +65,32 @@ def test_only_the_reference_blocks_are_watched(monkeypatch: pytest.MonkeyPatch):
     ref, cand = SideRecord(), SideRecord()
     from evaluator.config import EvalConfig
     measure._round([("c", cand, 1), ("r", ref, 0)], ref, cand, EvalConfig(), None,  # type: ignore[list-item]
-                   Idle(lambda: 0.0))
-    assert watched == ["ref"] and ref.blocks == 1 and cand.blocks == 1
+                   Idle(lambda: 0.0), lambda: watched.append("threads"))
+    # The driver counts the candidate's threads after its calls, and before and after the reference's block.
+    assert watched == ["c block", "threads", "threads", "ref", "r block", "threads"]
+    assert ref.blocks == 1 and cand.blocks == 1
+
+
+def test_threads_are_counted_from_outside_and_more_than_the_first_count_refused():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    try:
+        assert WorkerCpu(os.getpid(), child.pid).threads() == 1  # read from /proc/<pid>/task by this process
+    finally:
+        child.wait()
+    assert WorkerCpu(None, 123).threads() is None
+
+    class Counts(WorkerCpu):
+        def __init__(self, counts: list[int]) -> None:
+            self.pid, self.counts = 1, iter(counts)
+
+        def threads(self) -> int | None:
+            return next(self.counts)
+
+    watch = WorkerThreads(Counts([3, 3, 4]))
+    watch.count_first()
+    watch.count_first()  # the first count stays the first (no read)
+    watch.refuse_more()  # as many as at first
+    with pytest.raises(Refused, match="driver's count"):
+        watch.refuse_more()
+    unread = WorkerThreads(Counts([]))
+    unread.refuse_more()  # never counted first: nothing to compare with, nothing read
