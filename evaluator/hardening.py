@@ -12,7 +12,8 @@ import os
 import resource
 from dataclasses import dataclass
 
-from evaluator import call_watch, collector_guard, device_warmup, interpreter_gaps, landlock, process_tree
+from evaluator import (call_watch, collector_guard, device_warmup, interpreter_gaps, landlock, process_tree,
+                       syscall_filter)
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -81,6 +82,9 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         # candidate's results) or its zygote's (the nonces of every worker it spawned), nor be read by them.
         process_tree.set_undumpable()
         process_tree.drop_capabilities()
+        # Every process it starts stays its descendant, inside the counts of its threads, children and CPU: no
+        # clone(CLONE_PARENT) making a sibling of it (syscall_filter.py). Inherited by bubblewrap's children alike.
+        syscall_filter.keep_processes_in_tree()
         if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not
             landlock.restrict_writes((os.getcwd(), *writable))
     device_warmup.warm_up(device)
