@@ -11,7 +11,8 @@ inside it.
 The worker counts its own threads too (`Guards.extra_threads`, /proc/self/task), with `os.listdir` inside the
 candidate's process: native code replaced that C function with one that dropped the entries beyond the count at
 its import, and a kernel that raised OpenMP's thread count passed (`tests/cheats/native_threads_hidden_from_count.py`).
-`WorkerThreads` counts them from the driver: once when the worker first answers its load (the first build request,
+`WorkerThreads` counts them from the driver, over the worker's whole tree (a child process's threads count, as
+its CPU does): once when the worker first answers its load (the first build request,
 or its reply where it asks none: before any of the candidate's native code was loaded, after the worker's own
 snapshot had started OpenMP's pool), then while the reference's blocks run and after each of the candidate's timed
 calls, when the worker waits or runs the harness's code: any thread beyond the first count is refused.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import os
 
 from evaluator.connection import Refused
-from evaluator.other_work import _children, _process_cpu_s
+from evaluator.other_work import _TICK_S, _children, _process_cpu_s
 from evaluator.result import Status
 
 
@@ -57,22 +58,54 @@ def host_pid(root: int, inner_pid: int) -> int | None:
 
 
 class WorkerCpu:
-    """`cpu_s()`: the worker's CPU seconds so far (every thread of its process), or None where it cannot be read."""
+    """The worker's process tree from the driver: `cpu_s()`, its CPU seconds so far, `threads()`, its OS threads now,
+    each over the worker and every live descendant (None where the worker cannot be read). A child's CPU is not its
+    parent's until it is reaped: a child of the worker that spun while the reference was timed, hidden from the
+    worker's own checks by a replaced os.listdir, passed while the driver read the worker's process alone
+    (`tests/cheats/native_child_busy_hidden.py`)."""
 
     def __init__(self, root: int | None, inner_pid: int) -> None:
         self.pid = host_pid(root, inner_pid) if root is not None else None
 
-    def cpu_s(self) -> float | None:
-        return None if self.pid is None else _process_cpu_s(self.pid)
+    def _tree(self) -> list[int]:
+        assert self.pid is not None
+        found, frontier = [], [self.pid]
+        while frontier:
+            pid = frontier.pop()
+            if pid not in found:
+                found.append(pid)
+                frontier += _children(pid)
+        return found
 
-    def threads(self) -> int | None:
-        """The worker's OS threads now (/proc/<pid>/task), or None where it cannot be read (gone, or not found)."""
+    def cpu_s(self) -> float | None:
+        """Live processes' own CPU, and the worker's children's that it reaped (fields 16 and 17 of proc(5))."""
         if self.pid is None:
             return None
-        try:
-            return len(os.listdir(f"/proc/{self.pid}/task"))
-        except OSError:
+        return sum(_process_cpu_s(p) for p in self._tree()) + _reaped_cpu_s(self.pid)
+
+    def threads(self) -> int | None:
+        """The OS threads of the worker's tree now (/proc/<pid>/task of each process), or None where the worker's
+        cannot be read (gone, or not found)."""
+        if self.pid is None:
             return None
+        total = 0
+        for pid in self._tree():
+            try:
+                total += len(os.listdir(f"/proc/{pid}/task"))
+            except OSError:
+                if pid == self.pid:
+                    return None
+        return total
+
+
+def _reaped_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    rest = stat[stat.rfind(b")") + 2:].split()
+    return (int(rest[13]) + int(rest[14])) * _TICK_S
 
 
 class WorkerThreads:
@@ -90,7 +123,7 @@ class WorkerThreads:
     def refuse_more(self) -> None:
         now = self.process.threads() if self.first is not None else None
         if now is not None and self.first is not None and now > self.first:
-            raise Refused(Status.REJECTED, f"the candidate's process has {now - self.first} more OS thread(s) than "
-                                           "before its code was loaded, by the driver's count (a thread left running, "
-                                           "or a native kernel that raised its own OpenMP thread count: both sides get "
-                                           "the same threads)")
+            raise Refused(Status.REJECTED, f"the candidate's process and its children have {now - self.first} more OS "
+                                           "thread(s) than before its code was loaded, by the driver's count (a thread "
+                                           "or process left running, or a native kernel that raised its own OpenMP "
+                                           "thread count: both sides get the same threads)")

@@ -94,3 +94,22 @@ def test_threads_are_counted_from_outside_and_more_than_the_first_count_refused(
         watch.refuse_more()
     unread = WorkerThreads(Counts([]))
     unread.refuse_more()  # never counted first: nothing to compare with, nothing read
+
+
+def test_the_cpu_and_threads_of_the_whole_tree_are_read():
+    """A child's CPU is not its parent's until it is reaped: the tree's is read, children included."""
+    spawn = ("import subprocess, sys, time\n"
+             "spin = 'import time\\nt = time.time()\\nwhile time.time() - t < 0.8: pass\\n'\n"
+             "child = subprocess.Popen([sys.executable, '-c', spin])\n"
+             "child.wait()\n")
+    worker = subprocess.Popen([sys.executable, "-c", spawn])
+    try:
+        cpu = WorkerCpu(os.getpid(), worker.pid)
+        time.sleep(0.3)  # the worker has started its child, which spins
+        first, threads = cpu.cpu_s(), cpu.threads()
+        time.sleep(0.3)
+        second = cpu.cpu_s()
+        assert threads is not None and threads >= 2  # the worker's thread and its child's
+        assert first is not None and second is not None and second - first >= 0.1  # the child's CPU, read live
+    finally:
+        worker.wait()
