@@ -142,16 +142,16 @@ def _device_covered(archs: str | None) -> bool:
 
 def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: str,
                    server: BuildServer, asked: bool = False,
-                   first_reply: Callable[[], None] | None = None) -> dict[str, Any]:
+                   first_reply: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Sends `load` (unless `asked` already: `ask_load`) and answers the worker's build requests until its final
-    reply; one deadline for all of it. `first_reply`: called once the worker's first answer (a build request, or
-    its final reply) has come, while it waits: none of the candidate's native code is loaded yet."""
+    reply; one deadline for all of it. `first_reply`: called with the worker's first answer (a build request, or its
+    final reply) once it has come, while the worker waits: none of the candidate's native code is loaded yet."""
     deadline = time.monotonic() + timeout_s
     if not asked:
         ask_load(conn, load, server)
     reply, _ = conn.recv(timeout_s, doing)
     if first_reply is not None:
-        first_reply()
+        first_reply(reply)
     while reply.get("status") == "build":
         built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
         if built.verdict == "timeout":

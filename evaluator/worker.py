@@ -122,12 +122,14 @@ class Worker:
             self.send({"status": "compile_error", "reason": "the candidate defines no class ModelNew(nn.Module)"})
             return
         self.model_cls = model_cls
-        self.send({"status": "ready", "variants": len(self.rt.variants)})
+        # Its OS threads at the snapshot, before the candidate's code: the driver's own count starts from the lower of
+        # this and what it counts at the worker's first answer (`worker_cpu.WorkerThreads`).
+        self.send({"status": "ready", "variants": len(self.rt.variants), "threads": self.guards.baseline_os_threads})
 
     def _request_build(self, spec: dict[str, Any], kind: str = "cuda") -> tuple[dict[str, Any], list[torch.Tensor]]:
         """One load_inline or load_c (`kind` native) call's build, asked of the driver; the reply is its verdict
         (and the library's bytes)."""
-        self.send({"status": "build", "spec": spec, "kind": kind})
+        self.send({"status": "build", "spec": spec, "kind": kind, "threads": self.guards.baseline_os_threads})
         return self.recv()
 
     def cmd_run(self, cmd: Run) -> None:

@@ -14,7 +14,9 @@ its import, and a kernel that raised OpenMP's thread count passed (`tests/cheats
 `WorkerThreads` counts them from the driver, over the worker's whole tree (a child process's threads count, as
 its CPU does): once when the worker first answers its load (the first build request,
 or its reply where it asks none: before any of the candidate's native code was loaded, after the worker's own
-snapshot had started OpenMP's pool), then while the reference's blocks run and after each of the candidate's timed
+snapshot had started OpenMP's pool; the lower of that and the count of the snapshot, which the answer reports: threads
+that Python code started during the import are beyond it, `tests/cheats/native_threads_started_at_import.py`), then
+while the reference's blocks run and after each of the candidate's timed
 calls, when the worker waits or runs the harness's code: any thread beyond the first count is refused.
 
 Inside bubblewrap the worker's pid is its PID namespace's; the driver finds the process among the zygote's
@@ -25,6 +27,7 @@ without a namespace.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from evaluator.connection import Refused
 from evaluator.other_work import _TICK_S, _children, _process_cpu_s
@@ -116,9 +119,17 @@ class WorkerThreads:
         self.process = process
         self.first: int | None = None
 
-    def count_first(self) -> None:
-        if self.first is None:
-            self.first = self.process.threads()
+    def count_first(self, reply: dict[str, Any] | None = None) -> None:
+        """The first count, at the worker's first answer to its load (`reply`): the lower of the driver's count then
+        and the one the worker's answer reports from its snapshot, taken before the candidate's import (threads that
+        Python code started during the import, through `torch.jit.fork` or the `threading` that `torch.cuda`
+        imports, are beyond the first count, as the worker's own check finds them)."""
+        if self.first is not None:
+            return
+        self.first = self.process.threads()
+        reported = (reply or {}).get("threads")
+        if self.first is not None and isinstance(reported, int) and 0 < reported < self.first:
+            self.first = reported
 
     def refuse_more(self) -> None:
         now = self.process.threads() if self.first is not None else None

@@ -113,3 +113,24 @@ def test_the_cpu_and_threads_of_the_whole_tree_are_read():
         assert first is not None and second is not None and second - first >= 0.1  # the child's CPU, read live
     finally:
         worker.wait()
+
+
+def test_the_first_count_is_the_lower_of_the_drivers_and_the_snapshots():
+    """Threads that the candidate's Python code started during its import, before the worker's first answer, are
+    beyond the count of the worker's snapshot, taken before the import."""
+
+    class Counts(WorkerCpu):
+        def __init__(self, counts: list[int]) -> None:
+            self.pid, self.counts = 1, iter(counts)
+
+        def threads(self) -> int | None:
+            return next(self.counts)
+
+    started_at_import = WorkerThreads(Counts([5, 5]))
+    started_at_import.count_first({"status": "build", "threads": 3})
+    with pytest.raises(Refused, match="2 more OS thread"):
+        started_at_import.refuse_more()
+    for reported in (None, 0, 7, "3"):  # none, nonsense, or more than the driver counts: the driver's count holds
+        watch = WorkerThreads(Counts([5, 5]))
+        watch.count_first({"status": "ready", "threads": reported})
+        watch.refuse_more()
