@@ -9,15 +9,15 @@ reference (the evaluation's own processes count as its own, not as the machine's
 inside it.
 
 The worker counts its own threads too (`Guards.extra_threads`, /proc/self/task), with `os.listdir` inside the
-candidate's process: native code replaced that C function with one that dropped the entries beyond the count at
-its import, and a kernel that raised OpenMP's thread count passed (`tests/cheats/native_threads_hidden_from_count.py`).
-`WorkerThreads` counts them from the driver, over the worker's whole tree (a child process's threads count, as
-its CPU does): once when the worker first answers its load (the first build request,
-or its reply where it asks none: before any of the candidate's native code was loaded, after the worker's own
-snapshot had started OpenMP's pool; the lower of that and the count of the snapshot, which the answer reports: threads
-that Python code started during the import are beyond it, `tests/cheats/native_threads_started_at_import.py`), then
-while the reference's blocks run and after each of the candidate's timed
-calls, when the worker waits or runs the harness's code: any thread beyond the first count is refused.
+candidate's process: native code replaced that C function with one that dropped the entries beyond the count at its
+import, and a kernel that raised OpenMP's thread count passed (`tests/cheats/native_threads_hidden_from_count.py`).
+`WorkerThreads` counts them from the driver, over the worker's whole tree (a child process's threads count, as its
+CPU does): once when the worker first answers its load (the first build request, or its reply where it asks none:
+before any of the candidate's native code was loaded, after the worker's own snapshot had started OpenMP's pool; the
+lower of that and the count of the snapshot, which the answer reports: threads that Python code started during the
+import are beyond it, `tests/cheats/native_threads_started_at_import.py`), then while the reference's blocks run and
+after each of the candidate's timed calls, when the worker waits or runs the harness's code: any thread beyond the
+first count is refused.
 
 Inside bubblewrap the worker's pid is its PID namespace's; the driver finds the process among the zygote's
 descendants by the last field of their `NSpid` line (the pid in the innermost namespace), which is the pid itself
