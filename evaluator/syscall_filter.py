@@ -3,7 +3,8 @@
 `clone(CLONE_PARENT)` makes the new process a child of the caller's parent: a worker's sibling, the zygote's child.
 Such a process is outside every count of the worker: its threads and children (the worker's own checks), its CPU by
 the kernel's accounting (the driver's, `worker_cpu.py`); with CLONE_VM it shares the worker's memory. One that spun
-while the reference was timed slowed it by a fifth and passed (`tests/cheats/native_sibling_busy_while_reference_runs.py`).
+while the reference was timed slowed it by a fifth and passed
+(`tests/cheats/native_sibling_busy_while_reference_runs.py`).
 The filter kills the process that calls `clone` with CLONE_PARENT (nothing honest asks for it; a refused call would
 leave the candidate running as if honest, and its verdict would say nothing: now it dies, and the evaluation says
 so), and answers ENOSYS to `clone3`, whose flags lie in memory that a filter cannot read (glibc then falls back to
