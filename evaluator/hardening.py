@@ -82,9 +82,10 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         # candidate's results) or its zygote's (the nonces of every worker it spawned), nor be read by them.
         process_tree.set_undumpable()
         process_tree.drop_capabilities()
-        # Every process it starts stays its descendant, inside the counts of its threads, children and CPU: no
-        # clone(CLONE_PARENT) making a sibling of it (syscall_filter.py). Inherited by bubblewrap's children alike.
-        syscall_filter.keep_processes_in_tree()
+        # Every process it starts stays its descendant, inside the counts of its threads, children and CPU (no
+        # clone(CLONE_PARENT) making a sibling of it), and it signals, re-prioritises, pins or limits no other
+        # process, visible without bubblewrap's PID namespace (syscall_filter.py).
+        syscall_filter.install()
         if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not
             landlock.restrict_writes((os.getcwd(), *writable))
     device_warmup.warm_up(device)

@@ -1,22 +1,37 @@
-"""A seccomp filter that keeps every process a candidate's worker starts inside the worker's own process tree.
+"""A seccomp filter for candidate workers: every process a worker starts stays inside its tree, and the worker acts on
+no other process (signals, scheduling, limits).
 
 `clone(CLONE_PARENT)` makes the new process a child of the caller's parent: a worker's sibling, the zygote's child.
 Such a process is outside every count of the worker: its threads and children (the worker's own checks), its CPU by
 the kernel's accounting (the driver's, `worker_cpu.py`); with CLONE_VM it shares the worker's memory. One that spun
 while the reference was timed slowed it by a fifth and passed
-(`tests/cheats/native_sibling_busy_while_reference_runs.py`).
-The filter kills the process that calls `clone` with CLONE_PARENT (nothing honest asks for it; a refused call would
-leave the candidate running as if honest, and its verdict would say nothing: now it dies, and the evaluation says
-so), and answers ENOSYS to `clone3`, whose flags lie in memory that a filter cannot read (glibc then falls back to
-`clone` for its threads and forks, as it does on kernels without `clone3`).
-Syscalls of another ABI than the process's own (x32, or i386 through `int 0x80` on x86-64) get ENOSYS too: their
-numbers differ, and nothing the harness runs uses them. Inherited by every thread started afterwards and every child.
+(`tests/cheats/native_sibling_busy_while_reference_runs.py`). The filter kills the process that calls `clone` with
+CLONE_PARENT (nothing honest asks for it; a refused call would leave the candidate running as if honest, and its
+verdict would say nothing: now it dies, and the evaluation says so), and answers ENOSYS to `clone3`, whose flags lie
+in memory that a filter cannot read (glibc then falls back to `clone` for its threads and forks, as it does on kernels
+without `clone3`).
+
+Without bubblewrap's PID namespace (the process sandbox) the reference's worker is visible and runs as the same
+user, and the kernel lets a process signal another of its user's, and (as another user than root, after the
+sandbox's own steps) re-prioritise, pin or limit it: native code that stopped the reference's worker (SIGSTOP, then
+SIGCONT, a millisecond each) while the reference was timed passed at 8.7-9.5x for a kernel at 5.3-6.2x
+(`tests/cheats/native_stop_reference.py`). A signal (`kill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, or
+`pidfd_open` for `pidfd_send_signal`) may name only the worker itself (its pid, written into the filter when it is
+installed, or 0: "the caller"; for `kill` also its own process group, which it leads): naming another process kills
+the worker, as CLONE_PARENT does (nothing honest signals another process). `tkill`, which names a thread alone,
+answers EPERM (glibc signals threads with `tgkill`). Scheduling and limits (`sched_setaffinity`, `sched_setparam`,
+`sched_setscheduler`, `sched_setattr`, `prlimit64`, `setpriority`, `ioprio_set`) of another process answer EPERM:
+an honest kernel may try to pin its own threads, named by their thread ids, which the filter cannot tell from
+another process's; it then runs unpinned.
+Syscalls of another ABI than the process's own (x32, or i386 through `int 0x80` on x86-64) get ENOSYS: their numbers
+differ, and nothing the harness runs uses them. Inherited by every thread started afterwards and every child.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import platform
 import struct
 
@@ -29,35 +44,117 @@ _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _RET_KILL_PROCESS = 0x80000000
 _LD_ABS_W, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-# machine -> (the kernel's audit architecture, clone's number, clone3's number)
-_ARCHES = {"x86_64": (0xC000003E, 56, 435), "aarch64": (0xC00000B7, 220, 435)}
+_ARG0, _ARG1 = 16, 24  # offsets of the low words of a syscall's first two arguments (little-endian)
+# machine -> the kernel's audit architecture and the numbers of the syscalls the filter looks at
+_ARCHES: dict[str, dict[str, int]] = {
+    "x86_64": {"arch": 0xC000003E, "clone": 56, "clone3": 435, "kill": 62, "tkill": 200, "tgkill": 234,
+               "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434, "sched_setaffinity": 203,
+               "sched_setparam": 142, "sched_setscheduler": 144, "sched_setattr": 314, "prlimit64": 302,
+               "setpriority": 141, "ioprio_set": 251},
+    "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "kill": 129, "tkill": 130, "tgkill": 131,
+                "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "sched_setaffinity": 122,
+                "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "prlimit64": 261,
+                "setpriority": 140, "ioprio_set": 30},
+}
+# Syscalls whose first argument is a process (0: the caller): signals, then scheduling and limits.
+_SIGNALS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
+_SCHEDULING = ("sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr", "prlimit64")
+PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 
 
-def program(machine: str) -> list[tuple[int, int, int, int]] | None:
-    """The filter's classic BPF instructions (code, jump if true, jump if false, k) for `machine`; None where the
-    machine is not one whose numbers are known here."""
-    if machine not in _ARCHES:
+class _Program:
+    """Classic BPF with labels: (code, true label or None, false label or None, k) until `assemble`."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, str | None, str | None, int]] = []
+        self.labels: dict[str, int] = {}
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.lines)
+
+    def load(self, offset: int) -> None:
+        self.lines.append((_LD_ABS_W, None, None, offset))
+
+    def jump(self, code: int, k: int, yes: str | None = None, no: str | None = None) -> None:
+        self.lines.append((code, yes, no, k))
+
+    def ret(self, k: int) -> None:
+        self.lines.append((_RET, None, None, k))
+
+    def assemble(self) -> list[tuple[int, int, int, int]]:
+        out = []
+        for i, (code, yes, no, k) in enumerate(self.lines):
+            def offset(name: str | None) -> int:
+                jump = 0 if name is None else self.labels[name] - i - 1
+                assert 0 <= jump < 256, name  # forward only, within a byte
+                return jump
+            out.append((code, offset(yes), offset(no), k))
+        return out
+
+
+def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | None:
+    """The filter's instructions (code, jump if true, jump if false, k) for `machine` and a process `own_pid`; None
+    where the machine is not one whose numbers are known here."""
+    nr = _ARCHES.get(machine)
+    if nr is None:
         return None
-    arch, clone, clone3 = _ARCHES[machine]
-    return [
-        (_LD_ABS_W, 0, 0, 4),          # 0: the syscall's architecture
-        (_JEQ, 0, 8, arch),            # 1: another ABI -> 10
-        (_LD_ABS_W, 0, 0, 0),          # 2: its number
-        (_JGE, 6, 0, _X32_BIT),        # 3: x32 -> 10
-        (_JEQ, 5, 0, clone3),          # 4: clone3 -> 10
-        (_JEQ, 0, 2, clone),           # 5: not clone -> 8
-        (_LD_ABS_W, 0, 0, 16),         # 6: clone's flags (the low word of its first argument; little-endian)
-        (_JSET, 1, 0, CLONE_PARENT),   # 7: CLONE_PARENT -> 9
-        (_RET, 0, 0, _RET_ALLOW),      # 8
-        (_RET, 0, 0, _RET_KILL_PROCESS),          # 9
-        (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),  # 10
-    ]
+    me, group = own_pid & 0xFFFFFFFF, -own_pid & 0xFFFFFFFF
+    p = _Program()
+    p.load(4)
+    p.jump(_JEQ, nr["arch"], no="nosys")
+    p.load(0)
+    p.jump(_JGE, _X32_BIT, yes="nosys")
+    p.jump(_JEQ, nr["clone3"], yes="nosys")
+    p.jump(_JEQ, nr["clone"], yes="clone")
+    p.jump(_JEQ, nr["tkill"], yes="deny")
+    p.jump(_JEQ, nr["kill"], yes="kill")
+    p.jump(_JEQ, nr["setpriority"], yes="who")
+    p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
+    for name in _SIGNALS:
+        p.jump(_JEQ, nr[name], yes="signal")
+    for name in _SCHEDULING:
+        p.jump(_JEQ, nr[name], yes="first")
+    p.ret(_RET_ALLOW)
+    p.label("clone")
+    p.load(_ARG0)
+    p.jump(_JSET, CLONE_PARENT, yes="kill_process")
+    p.ret(_RET_ALLOW)
+    p.label("kill")  # kill(pid): itself, its group (-pid: it leads it) or 0 (its group)
+    p.load(_ARG0)
+    p.jump(_JEQ, group, yes="allow")  # else on to the check of a single process
+    p.label("signal")  # a signal's first argument: itself or 0, else the process dies
+    p.load(_ARG0)
+    p.jump(_JEQ, 0, yes="allow")
+    p.jump(_JEQ, me, yes="allow", no="kill_process")
+    p.label("first")  # the first argument: itself or 0
+    p.load(_ARG0)
+    p.jump(_JEQ, 0, yes="allow")
+    p.jump(_JEQ, me, yes="allow", no="deny")
+    p.label("who")  # setpriority(which, who, ...): PRIO_PROCESS, itself or 0
+    p.load(_ARG0)
+    p.jump(_JEQ, PRIO_PROCESS, yes="second", no="deny")
+    p.label("io_who")  # ioprio_set(which, who, ...): IOPRIO_WHO_PROCESS, itself or 0
+    p.load(_ARG0)
+    p.jump(_JEQ, IOPRIO_WHO_PROCESS, no="deny")
+    p.label("second")
+    p.load(_ARG1)
+    p.jump(_JEQ, 0, yes="allow")
+    p.jump(_JEQ, me, yes="allow", no="deny")
+    p.label("allow")
+    p.ret(_RET_ALLOW)
+    p.label("deny")
+    p.ret(_RET_ERRNO | errno.EPERM)
+    p.label("kill_process")
+    p.ret(_RET_KILL_PROCESS)
+    p.label("nosys")
+    p.ret(_RET_ERRNO | errno.ENOSYS)
+    return p.assemble()
 
 
-def keep_processes_in_tree() -> bool:
-    """Install the filter in this process (no new privileges first, as an unprivileged filter requires); False
-    where the machine's numbers are unknown or the kernel refuses."""
-    instructions = program(platform.machine())
+def install() -> bool:
+    """Install the filter in this process, for its pid now (no new privileges first, as an unprivileged filter
+    requires); False where the machine's numbers are unknown or the kernel refuses."""
+    instructions = program(platform.machine(), os.getpid())
     if instructions is None:
         return False
     code = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)

@@ -279,7 +279,7 @@ def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
     from evaluator.config import EvalConfig
     order: list[str] = []
 
-    def block(conn, rec, cfg, keep_budget, first):  # noqa: ANN001, ANN202
+    def block(conn, rec, cfg, keep_budget, first, after_call=None):  # noqa: ANN001, ANN202
         order.append(conn)
         rec.blocks += 1
         rec.samples_ms += [1.0] * 10

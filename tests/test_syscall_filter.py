@@ -1,5 +1,7 @@
-"""The candidate worker's seccomp filter (`evaluator/syscall_filter.py`): threads, forks and PyTorch's thread pool work
-under it, `clone3` says it does not exist, and `clone(CLONE_PARENT)` (a sibling outside the worker's tree) kills."""
+"""The candidate worker's seccomp filter (`evaluator/syscall_filter.py`): threads, forks, signals to itself and
+PyTorch's thread pool work under it, `clone3` says it does not exist, `clone(CLONE_PARENT)` (a sibling outside the
+worker's tree) and a signal to another process kill, and another process can be neither pinned, re-prioritised nor
+limited."""
 
 from __future__ import annotations
 
@@ -13,9 +15,28 @@ import pytest
 from evaluator.syscall_filter import program
 
 UNDER_FILTER = """
-import ctypes, os, threading
-from evaluator.syscall_filter import keep_processes_in_tree, CLONE_PARENT
-assert keep_processes_in_tree()
+import ctypes, os, resource, signal, threading, time
+from evaluator.syscall_filter import install, CLONE_PARENT
+other = os.fork()
+if other == 0:
+    time.sleep(1)  # outlives the checks (it cannot be killed from here any more)
+    os._exit(0)
+assert install()
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.kill(os.getpid(), 0) == 0 and libc.kill(0, 0) == 0
+for refused in (lambda: os.sched_setaffinity(other, {{0}}), lambda: os.setpriority(os.PRIO_PROCESS, other, 10),
+                lambda: os.setpriority(os.PRIO_USER, 0, 10),
+                lambda: resource.prlimit(other, resource.RLIMIT_CPU, (1, 1))):
+    try:
+        refused()
+        raise SystemExit("another process was changed")
+    except PermissionError:
+        pass
+os.sched_setaffinity(0, os.sched_getaffinity(0))
+os.setpriority(os.PRIO_PROCESS, 0, 1)
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+signal.signal(signal.SIGUSR1, lambda *args: None)
+signal.raise_signal(signal.SIGUSR1)
 t = threading.Thread(target=lambda: None)
 t.start()
 t.join()
@@ -26,26 +47,32 @@ pid = os.fork()
 if pid == 0:
     os._exit(3)
 assert os.waitpid(pid, 0)[1] >> 8 == 3
-libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 assert libc.syscall(435, 0, 0) == -1 and ctypes.get_errno() == 38  # clone3: ENOSYS
 print("ok", flush=True)
-if {parent}:
+if {fatal!r} == "clone_parent":
     libc.syscall({clone}, CLONE_PARENT | 17, 0, 0, 0, 0)
-    print("survived", flush=True)
+elif {fatal!r} == "signal_other":
+    libc.kill(other, 0)
+elif {fatal!r} == "signal_everyone":
+    libc.kill(-1, 0)
+else:
+    raise SystemExit(0)
+print("survived", flush=True)
 """
 
 
-@pytest.mark.skipif(program(platform.machine()) is None, reason="no syscall numbers for this machine")
-@pytest.mark.parametrize("parent", [False, True])
-def test_the_filter_keeps_processes_in_the_tree(parent: bool):
+@pytest.mark.skipif(program(platform.machine(), 1) is None, reason="no syscall numbers for this machine")
+@pytest.mark.parametrize("fatal", [None, "clone_parent", "signal_other", "signal_everyone"])
+def test_the_filter_keeps_the_worker_to_itself(fatal: str | None):
     clone = {"x86_64": 56, "aarch64": 220}[platform.machine()]
-    run = subprocess.run([sys.executable, "-c", UNDER_FILTER.format(parent=parent, clone=clone)],
+    run = subprocess.run([sys.executable, "-c", UNDER_FILTER.format(fatal=fatal, clone=clone)],
                          capture_output=True, text=True, timeout=120)
     assert run.stdout.split() == ["ok"], run.stderr
-    assert run.returncode == (-signal.SIGSYS if parent else 0), run.stderr
+    assert run.returncode == (-signal.SIGSYS if fatal else 0), run.stderr
 
 
 def test_no_program_for_an_unknown_machine():
-    assert program("pdp11") is None
-    assert len(program("x86_64") or []) == 11
+    assert program("pdp11", 1) is None
+    code = program("x86_64", 4321) or []
+    assert (0x15, 0, 0, 4321) in [(c, 0, 0, k) for c, _, _, k in code]  # its own pid is in the filter
