@@ -275,8 +275,10 @@ class LocalEvaluator:
         follow in `_run`); `threads`: the driver's count of the candidate's threads, checked through it."""
         with self._timed(kind, "timing"):
             # The candidate's CPU while the reference is timed, from the kernel's accounting (CPU: a GPU runtime's
-            # own threads are not judged here).
-            cpu = WorkerCpu(cand.zygote.host_pid, cand.handle.pid).cpu_s if kind == "cpu" else None
+            # own threads are not judged here), and its threads, counted by the driver.
+            process = threads.process if threads is not None else (
+                WorkerCpu(cand.zygote.host_pid, cand.handle.pid) if kind == "cpu" else None)
+            cpu = process.cpu_s if process is not None else None
             more = threads.refuse_more if threads is not None else None
             try:
                 m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more)
