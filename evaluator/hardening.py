@@ -85,7 +85,9 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         # Every process it starts stays its descendant, inside the counts of its threads, children and CPU (no
         # clone(CLONE_PARENT) making a sibling of it), and it signals, re-prioritises, pins or limits no other
         # process, visible without bubblewrap's PID namespace (syscall_filter.py).
-        syscall_filter.install()
+        if not syscall_filter.install():  # a machine whose syscall numbers it lacks, or a kernel that refuses
+            guards.notes.add("the worker's syscall filter could not be installed here: a process it starts could "
+                             "leave its tree, and without bubblewrap it could signal the reference's worker")
         if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not
             landlock.restrict_writes((os.getcwd(), *writable))
     device_warmup.warm_up(device)
