@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class IdleCandidate:
-    """The candidate's worker's CPU while the reference's blocks ran, by the kernel's accounting (`worker_cpu.py`):
-    it waits for its next command then, and CPU it spends slows the reference (a spinning signal handler whose CPU
-    the worker's own idle check was told nothing of)."""
+    """The candidate's worker's CPU (its whole tree) while the reference's blocks ran, by the kernel's accounting
+    (`worker_cpu.py`): it waits for its next command then, and CPU it spends slows the reference (a spinning signal
+    handler whose CPU the worker's own idle check was told nothing of, a child process hidden from its checks)."""
 
     read_cpu_s: Callable[[], float | None]
     cpu_s: float = 0.0
