@@ -53,7 +53,7 @@ class WarmZygotes:
         # False for one evaluation: its zygotes fork once, and the CPU eviction buffer is written by a worker that
         # needs it rather than by both zygotes on the cold start's critical path (zygote.py).
         self.flush_ahead = flush_ahead
-        self._zygotes: dict[tuple[str, str], Zygote] = {}
+        self._zygotes: dict[tuple[str, str, str], Zygote] = {}  # (device, role, isolation asked)
         self._lock = threading.Lock()
 
     @classmethod
@@ -62,13 +62,15 @@ class WarmZygotes:
 
     def get(self, device: str, role: str, isolation: str) -> Zygote:
         """The zygote of this device and role; `isolation` (auto, bwrap, process) applies to the candidate's only:
-        the reference runs trusted code alone."""
+        the reference runs trusted code alone. A candidate's zygote per isolation asked: keyed by device and role
+        alone, an evaluation asking for the process sandbox got bubblewrap's zygote of an earlier evaluation (and
+        one asking for bubblewrap would have got the process sandbox's)."""
+        isolation = isolation if role == "candidate" else "process"
         with self._lock:
-            key = (device, role)
+            key = (device, role, isolation)
             if key not in self._zygotes:
                 hidden = self.hidden if role == "candidate" else ()
-                self._zygotes[key] = Zygote(device, role, isolation if role == "candidate" else "process", hidden,
-                                            self.flush_ahead)
+                self._zygotes[key] = Zygote(device, role, isolation, hidden, self.flush_ahead)
             return self._zygotes[key]
 
     def warm(self, device: str, sandbox: str = "auto") -> None:

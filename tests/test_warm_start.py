@@ -40,6 +40,18 @@ def test_an_evaluator_refuses_zygotes_that_hide_other_build_caches(tmp_path: Pat
     evaluator.close()
 
 
+
+def test_a_candidates_zygote_is_kept_per_isolation_asked():
+    """An evaluation asking for the process sandbox after one under bubblewrap (the cheat suite's tests without
+    bubblewrap) got bubblewrap's zygote when zygotes were kept per device and role alone."""
+    zygotes = WarmZygotes(())
+    process = zygotes.get("cpu", "candidate", "process")
+    assert process.isolation == "process" and zygotes.get("cpu", "candidate", "process") is process
+    assert zygotes.get("cpu", "candidate", "auto") is not process  # bubblewrap where it works
+    assert zygotes.get("cpu", "reference", "bwrap") is zygotes.get("cpu", "reference", "auto")  # trusted: one
+    assert zygotes.get("cpu", "reference", "auto").isolation == "process"
+    zygotes.close()
+
 def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_commands_modules():
     """The launch is recorded and the process ends there: what was imported by then is the driver's start-up."""
     probe = textwrap.dedent("""
