@@ -1,7 +1,7 @@
 """The driver's checks of what the workers' timers report against its own clock, and of what the candidate's worker
 does while it should be idle (`measure.py` times both sides; these judge the figures it collected):
 
-- `clock_keeps_time`: the candidate's timer clock read twice a known time apart;
+- `CandidateClock`: the candidate's timer clock read around each of the reference's blocks;
 - `_cross_check`: the two sides' per-call walls by the driver's clock against their claimed times, block pair by
   block pair, and (`_cross_check_calls`, CPU) each call's remainder beyond its claim;
 - `_refuse_work_left_running`: work the device kept doing after a call's end mark;
@@ -55,22 +55,41 @@ IDLE_WHILE_TIMED_FLOOR_S = 0.05  # as the worker's own check (`call_checks.IDLE_
 
 
 
-CLOCK_PROBE_S = 0.05
+class CandidateClock:
+    """The candidate's timer clock, read by the driver right before and right after each of the reference's blocks,
+    while the candidate's worker waits (`IdleCandidate` sees that it does): a clock rewritten from C to count the
+    calling thread's CPU time stands still there, and claims par or better for a kernel many times slower inside the
+    calls, where the comparison of per-call walls has too much noise to say so. An honest clock advances at least as
+    far as the driver's in every window, since its two reads fall outside the driver's marks.
+
+    The windows are the reference's own blocks, which the candidate waits through anyway: until 2026-11-25 the
+    driver read the clock twice 50 ms apart after timing, an idle wait of its own in every evaluation."""
+
+    def __init__(self, conn: WorkerConnection, timeout_s: float) -> None:
+        self.conn, self.timeout_s = conn, timeout_s
+        self.worker_ms = 0.0
+        self.driver_ms = 0.0
+
+    def _read_ms(self) -> float:
+        reply, _ = self.conn.request(Clock(), self.timeout_s, "reading its clock")
+        return float(reply["now_ms"])
+
+    def around(self, block: Callable[[], None]) -> None:
+        first_ms = self._read_ms()
+        t0 = _driver_now()
+        block()
+        self.driver_ms += (_driver_now() - t0) * 1e3
+        self.worker_ms += self._read_ms() - first_ms
+
+    def refuse_stopped(self) -> None:
+        """Refuse a clock that advanced less than half as far as the driver's over the windows."""
+        if self.worker_ms < 0.5 * self.driver_ms:
+            raise Refused(Status.REJECTED, f"the worker's timer clock advanced {self.worker_ms:.1f} ms while "
+                                           f"{self.driver_ms:.0f} ms passed by the driver's clock (its clock was "
+                                           "rewritten)")
 
 
-def clock_keeps_time(conn: WorkerConnection, cfg: EvalConfig, wait_s: float = CLOCK_PROBE_S) -> None:
-    """Refuse a worker whose timer clock does not keep time: read it twice, `wait_s` apart by the driver's clock. A
-    clock rewritten from C to count the calling thread's CPU time (which stands still while it waits) claims par
-    or better for a kernel many times slower, where the comparison of per-call walls has too much noise to say so."""
-    first, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
-    t0 = time.perf_counter()
-    time.sleep(wait_s)
-    elapsed_ms = (time.perf_counter() - t0) * 1e3
-    second, _ = conn.request(Clock(), cfg.run_timeout_s, "reading its clock")
-    worker_ms = float(second["now_ms"]) - float(first["now_ms"])
-    if worker_ms < 0.5 * elapsed_ms:
-        raise Refused(Status.REJECTED, f"the worker's timer clock advanced {worker_ms:.1f} ms while {elapsed_ms:.0f} "
-                                       "ms passed by the driver's clock (its clock was rewritten)")
+_driver_now = time.perf_counter
 
 
 class ClockDisagreement(Refused):

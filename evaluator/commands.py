@@ -111,7 +111,7 @@ class Loop(_Wire):
 
 @dataclass(frozen=True, slots=True)
 class Clock(_Wire):
-    """The worker's timer clock, read now (`clock_checks.clock_keeps_time` asks twice, a known time apart)."""
+    """The worker's timer clock, read now (`clock_checks.CandidateClock` asks around each of the reference's blocks)."""
 
     NAME: ClassVar[str] = "clock"
 

@@ -34,13 +34,15 @@ BuildClient = Callable[[dict[str, Any], str], tuple[dict[str, Any], list[Any]]] 
 _CFLAG = re.compile(r"-O[0-3s]?|-Ofast|-march=[a-z0-9-]+|-mtune=[a-z0-9-]+|-fopenmp(-simd)?|-ffast-math|"
                     r"-funroll-loops|-fno-math-errno|-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|"
                     r"-mavx512[a-z0-9]+|-mf16c|-mbmi2?|-mpopcnt|-msse4(\.[12])?|-mssse3|-fno-strict-aliasing|"
-                    r"-ftree-vectorize|-fopt-info-vec|-fPIC|-pthread|-g|-g0|-std=(c|gnu)\+\+(14|17|20)|-w|"
+                    r"-ftree-vectorize|-fopt-info-vec|-mprefer-vector-width=(128|256|512)|-fPIC|-pthread|-g|-g0|"
+                    r"-std=(c|gnu)\+\+(14|17|20)|-w|"
                     r"-W[a-z][a-z0-9-]*(=[0-9]+)?|"
                     r"-[DU][A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?")
 _LDFLAG = re.compile(r"-fopenmp|-lgomp|-lm|-lpthread|-pthread")
 ALLOWED_CFLAGS = ("-O0..-O3, -Ofast, -Os, -march=<cpu>, -mtune=<cpu>, -fopenmp(-simd), -ffast-math, -funroll-loops, "
                   "-fno-math-errno, -fno-trapping-math, -ffp-contract=..., -mavx, -mavx2, -mfma, -mavx512<part>, "
                   "-mf16c, -mbmi, -mbmi2, -mpopcnt, -msse4*, -fno-strict-aliasing, -ftree-vectorize, -fopt-info-vec, "
+                  "-mprefer-vector-width=128|256|512, "
                   "-fPIC, -pthread, -g, -std=c++14|17|20 (or gnu++), -w, -W<warning>, -DNAME[=VALUE], -UNAME")
 ALLOWED_LDFLAGS = "-fopenmp, -lgomp, -lm, -lpthread, -pthread"
 # load_inline arguments that change nothing the stage builds (where the build happens, how loudly, its own header

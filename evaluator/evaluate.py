@@ -33,7 +33,7 @@ from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
-from evaluator.clock_checks import ClockDisagreement, clock_keeps_time
+from evaluator.clock_checks import CandidateClock, ClockDisagreement
 from evaluator.measure import fresh_seed, measure, time_alone
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
@@ -185,16 +185,14 @@ class LocalEvaluator:
                 timed_over()
             with self._beside(kind, "rechecking timed calls"):
                 # The candidate's checks after timing (the whole dispatch table, ~50 ms) run while the reference
-                # recomputes the kept calls; a refusal there still comes before a wrong recheck's verdict.
+                # recomputes the kept calls; a refusal there still comes before a wrong recheck's verdict. Unless
+                # the speedup must be confirmed by the driver's clock, the reference is done then and is closed
+                # while the candidate's checks finish (its zygote kills and reaps it: tens of ms).
                 cand.ask(Check())
                 wrong = recheck_timed(ref, timed.measurement.kept, cfg, loaded.tolerance)
-                cand.recv(cfg.run_timeout_s, "the checks after timing")
-            # The candidate's timer clock, read twice 50 ms apart while its worker waits; unless the speedup must be
-            # confirmed by the driver's clock, the reference is done and is closed meanwhile (its zygote kills and
-            # reaps it: tens of ms that the candidate's idle wait no longer adds to).
-            suspicious = speedup_of(timed.measurement) > cfg.suspicious_speedup
-            with contextlib.nullcontext() if suspicious else closed_meanwhile(ref):
-                clock_keeps_time(cand, cfg)
+                suspicious = speedup_of(timed.measurement) > cfg.suspicious_speedup
+                with contextlib.nullcontext() if suspicious else closed_meanwhile(ref):
+                    cand.recv(cfg.run_timeout_s, "the checks after timing")
             if wrong is not None:
                 return EvalResult(Status.INCORRECT, wrong, device=dev, trials=checked.trials)
             confirmed = confirm_speedup(ref, cand, cfg, timed.measurement, lambda what: self._timed(kind, what))
@@ -281,10 +279,12 @@ class LocalEvaluator:
             cpu = process.cpu_s if process is not None else None
             more = threads.refuse_more if threads is not None else None
             try:
-                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more)
+                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,
+                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s))
             except ClockDisagreement:  # once more: a burst of other work can fall on one side's blocks; a forged
-                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more)  # clock disagrees
-                # every time (an honest tune was refused so)
+                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,  # clock disagrees
+                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s))  # every time (an honest tune
+                # was refused so)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

@@ -57,7 +57,7 @@ def reserve(input_bytes: int) -> int:
     several times its own time. It calls the C library's own functions, found when this module was imported (before
     any candidate code). Measured (2026-11-24, 31 MiB softmax input, a zygote's worker holding about 360 MB of free
     heap): 552 MB written in about 85 ms a side, outside timing; small inputs cost next to nothing. Returns the bytes
-    written (0 where the C library could not be reached)."""
+    written (0 where the C library could not be reached). Written by the kernel where it can (`_populate`)."""
     if input_bytes <= 0 or _malloc is None or _free is None:
         return 0
     budget = min(_free_heap_bytes() + HEADROOM_PER_INPUT_BYTE * input_bytes, RESERVE_PER_INPUT_BYTE * input_bytes,
@@ -69,11 +69,29 @@ def reserve(input_bytes: int) -> int:
             if not block:
                 break
             blocks.append(block)
-            _memset(block, 0, input_bytes)
+            _populate(block, input_bytes)
     finally:
         for block in blocks:
             _free(block)
     return len(blocks) * input_bytes
+
+
+MADV_POPULATE_WRITE = 23  # Linux 5.14 and later: fault pages in writable, as a write would, without writing them
+PAGE_BYTES = 4096
+
+
+def _populate(block: int, size_bytes: int) -> None:
+    """Make every page of the block written memory of this process (a copy of an inherited page, or a fresh one): by
+    the kernel in one call (madvise's MADV_POPULATE_WRITE, no trap per page: 261-275 ms instead of 420-471 for 496
+    MiB in a forked child on a 2-CPU VM, 2026-11-25), else by writing it. The partial pages at either end are
+    written."""
+    start = -(-block // PAGE_BYTES) * PAGE_BYTES
+    end = (block + size_bytes) // PAGE_BYTES * PAGE_BYTES
+    if _madvise is None or end <= start or _madvise(start, end - start, MADV_POPULATE_WRITE) != 0:
+        _memset(block, 0, size_bytes)
+        return
+    _memset(block, 0, start - block)
+    _memset(end, 0, block + size_bytes - end)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -88,19 +106,22 @@ def _free_heap_bytes() -> int:
     return int(_mallinfo2().fordblks)
 
 
-def _libc_functions() -> tuple[Any, Any, Any]:
+def _libc_functions() -> tuple[Any, Any, Any, Any]:
     try:
         libc = ctypes.CDLL(None)
         malloc, free = libc.malloc, libc.free
     except (OSError, AttributeError, TypeError):
-        return None, None, None
+        return None, None, None, None
     malloc.argtypes, malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
     free.argtypes, free.restype = [ctypes.c_void_p], None
     mallinfo2 = getattr(libc, "mallinfo2", None)
     if mallinfo2 is not None:
         mallinfo2.argtypes, mallinfo2.restype = [], _MallInfo2
-    return malloc, free, mallinfo2
+    madvise = getattr(libc, "madvise", None)
+    if madvise is not None:
+        madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    return malloc, free, mallinfo2, madvise
 
 
-_malloc, _free, _mallinfo2 = _libc_functions()
+_malloc, _free, _mallinfo2, _madvise = _libc_functions()
 _memset = ctypes.memset

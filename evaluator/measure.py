@@ -9,6 +9,7 @@ its own clock on every call and compares it with what the worker reports.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 import secrets
@@ -26,7 +27,7 @@ from evaluator.contention import Contention, Round, choose, wants_more_rounds
 from evaluator.other_work import Meter, OtherWork
 from evaluator.result import Status, Timing
 from evaluator.timing import median_standard_error_ms
-from evaluator.clock_checks import IdleCandidate, _cross_check, _refuse_work_left_running
+from evaluator.clock_checks import CandidateClock, IdleCandidate, _cross_check, _refuse_work_left_running
 
 KEEP_PROBABILITY = 0.2
 MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
@@ -247,11 +248,13 @@ def slow_block_may_end(calls: int, elapsed_s: float, budget_s: float, floor_call
 def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalConfig,
             device_kind: str, other_work: Meter | None = None,
             candidate_cpu: Callable[[], float | None] | None = None,
+            candidate_clock: CandidateClock | None = None,
             candidate_threads: Callable[[], None] | None = None) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
     work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one). `candidate_cpu`: the
     candidate's worker's CPU seconds by the kernel's accounting (`worker_cpu.WorkerCpu`), refused when it grew while
-    the reference's blocks ran. `candidate_threads`: the driver's count of the candidate's threads
+    the reference's blocks ran. `candidate_clock`: the candidate's timer clock, read around the reference's blocks
+    and refused when it stood still there. `candidate_threads`: the driver's count of the candidate's threads
     (`worker_cpu.WorkerThreads.refuse_more`), run around the reference's blocks and after each of the candidate's
     calls."""
     idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
@@ -270,19 +273,21 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_threads))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads))
     # Other work came and went: a few rounds more to replace the contended ones, where some rounds were quiet (a
     # machine busy throughout has none to offer, and its evaluations should not pay for rounds that cannot help).
     for _ in range(EXTRA_ROUNDS):
         if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_threads))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads))
     while len(cand.kept) < 1:  # every evaluation checks at least one timed call
         _block(candidate, cand, cfg, keep_budget, first=False, after_call=candidate_threads)
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
     if idle is not None:
         idle.refuse_busy()
+    if candidate_clock is not None:
+        candidate_clock.refuse_stopped()
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
     return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), cand.kept,
@@ -291,10 +296,11 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
 
 def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecord, cand: SideRecord,
            cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None,
-           threads: Callable[[], None] | None = None) -> Round:
+           clock: CandidateClock | None = None, threads: Callable[[], None] | None = None) -> Round:
     """One block of each side that is not exhausted, in the evaluation's order, metered for other work; with `idle`,
-    the candidate's CPU during the reference's blocks; with `threads`, the driver's count of the candidate's threads
-    before and after each reference block (the candidate waits then) and after each of its own calls."""
+    the candidate's CPU during the reference's blocks, and with `clock`, its timer clock around them; with `threads`,
+    the driver's count of the candidate's threads before and after each reference block (the candidate waits then)
+    and after each of its own calls."""
     if meter is not None:
         meter.start()
     ran: dict[int, int] = {}
@@ -302,12 +308,13 @@ def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecor
         if not rec.exhausted(cfg):
             def block(conn: WorkerConnection = conn, rec: SideRecord = rec, keeps: int = keeps) -> None:
                 _block(conn, rec, cfg, keeps, first=rec.blocks == 0, after_call=threads if rec is cand else None)
+            if rec is ref and idle is not None:
+                block = functools.partial(idle.around, block)
+            if rec is ref and clock is not None:  # its reads outside the CPU's: a reply costs the worker CPU
+                block = functools.partial(clock.around, block)
             if rec is ref and threads is not None:
                 threads()
-            if idle is not None and rec is ref:
-                idle.around(block)
-            else:
-                block()
+            block()
             if rec is ref and threads is not None:
                 threads()
             ran[id(rec)] = rec.blocks - 1

@@ -24,12 +24,14 @@ LANGUAGES = ("c", "c++")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 _FLAG = re.compile(r"-O[0-3s]|-Ofast|-march=native|-mtune=native|-fopenmp|-ffast-math|-funroll-loops|-fno-math-errno|"
                    r"-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|-mavx512(f|bw|vl|dq)|-mf16c|"
-                   r"-std=(c11|c17|gnu11|c\+\+17|c\+\+20|gnu\+\+17)|-D[A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?|"
-                   r"-fno-strict-aliasing|-ftree-vectorize|-fopt-info-vec")
+                   r"-std=(c11|c17|gnu11|c\+\+17|c\+\+20|gnu\+\+17)|"
+                   r"-D[A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?|"
+                   r"-fno-strict-aliasing|-ftree-vectorize|-fopt-info-vec|"
+                   r"-mprefer-vector-width=(128|256|512)")
 ALLOWED_FLAGS = ("-O0..-O3, -Ofast, -Os, -march=native, -mtune=native, -fopenmp, -ffast-math, -funroll-loops, "
                  "-fno-math-errno, -fno-trapping-math, -ffp-contract=fast|off|on, -mavx, -mavx2, -mfma, "
-                 "-mavx512f/bw/vl/dq, -mf16c, -std=c11|c17|gnu11|c++17|c++20|gnu++17, -DNAME[=VALUE], -fno-strict-aliasing, "
-                 "-ftree-vectorize, -fopt-info-vec")
+                 "-mavx512f/bw/vl/dq, -mf16c, -std=c11|c17|gnu11|c++17|c++20|gnu++17, -DNAME[=VALUE], "
+                 "-fno-strict-aliasing, -ftree-vectorize, -fopt-info-vec, -mprefer-vector-width=128|256|512")
 
 # C type (qualifiers dropped, words normalised) -> (ctypes type of a scalar of it, dtypes a pointer to it takes).
 _I8, _U8, _I16, _U16 = torch.int8, torch.uint8, torch.int16, torch.uint16

@@ -10,6 +10,7 @@ be compared with an in-process one.
 
     .venv/bin/python scripts/bench_noise.py --tasks relu,softmax --runs 10
     .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 0 --contend 3   # another job on one core
+    .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 10 --control-s 2   # the machine's own drift
 
 `--samples` prints every timing block's per-call samples for each run (which side a slow stretch fell on).
 """
@@ -68,10 +69,12 @@ def print_blocks(run: int, speedup: float) -> None:
 CONTENDED: list[str] = []  # per evaluation whose timing rounds other work shared: the verdict's note about it
 
 
-def evaluator_runs(task_name: str, runs: int, timing_s: float,
-                   samples: bool = False) -> list[tuple[float, float]]:
+def evaluator_runs(task_name: str, runs: int, timing_s: float, samples: bool = False,
+                   control_s: float = 0.0) -> tuple[list[tuple[float, float]], list[float]]:
     """(reference median ms, candidate median ms) for each of `runs` warm evaluations of the task's native seed; the
-    notes of those whose timing rounds other work on the machine shared go to CONTENDED."""
+    notes of those whose timing rounds other work on the machine shared go to CONTENDED. With `control_s`, before
+    each evaluation, the in-process speedup over that many seconds (`in_process_ms`): the machine's own drift from
+    one run to the next, measured without the evaluator."""
     task_path = builtin_task(task_name)
     task = load_task(task_path)
     cand = load_candidate(seed_path(task_path, "cpp"), origin="seed")
@@ -81,9 +84,13 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float,
         first = ev.evaluate(task, cand, cfg)  # starts the zygotes and fills the build cache
         if not first.ok:
             raise SystemExit(f"{task_name}: the seed was not accepted: {first.status.value}: {first.reason}")
-        pairs = []
+        pairs: list[tuple[float, float]] = []
+        controls: list[float] = []
         BLOCKS.clear()
         for i in range(runs):
+            if control_s > 0:
+                eager_ms, seed_ms = in_process_ms(task_name, control_s)
+                controls.append(eager_ms / seed_ms)
             r = ev.evaluate(task, cand, cfg)
             if not r.ok:
                 raise SystemExit(f"{task_name}: {r.status.value}: {r.reason}")
@@ -91,7 +98,7 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float,
             CONTENDED.extend(n for n in r.reason.split("; ") if n.startswith("other work on the machine"))
             if samples:
                 print_blocks(i, pairs[-1][0] / pairs[-1][1])
-        return pairs
+        return pairs, controls
     finally:
         ev.close()
 
@@ -162,22 +169,31 @@ def main() -> int:
     parser.add_argument("--contend", type=int, default=0, metavar="ROUNDS",
                         help="then, per task, ROUNDS in-process rounds as the machine is and with one CPU taken by a "
                              "busy process (what another job on the machine does to the speedup)")
+    parser.add_argument("--control-s", type=float, default=0.0, metavar="S",
+                        help="before each evaluation, also time eager and the seed in this process for S seconds, and "
+                             "report that in-process speedup's CV over the runs: the machine's own drift between "
+                             "runs, the floor under the evaluator's CV")
     parser.add_argument("--samples", action="store_true",
                         help="also print every timing block's per-call samples (ms), side by side, for each run")
     args = parser.parse_args()
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  machine: {platform.machine()}, "
           f"{os.cpu_count()} cores  load average at start: {os.getloadavg()[0]:.2f}")
     print(f"command: .venv/bin/python scripts/bench_noise.py --tasks {args.tasks} --runs {args.runs} "
-          f"--timing-s {args.timing_s}" + (f" --contend {args.contend}" if args.contend else ""))
+          f"--timing-s {args.timing_s}" + (f" --contend {args.contend}" if args.contend else "")
+          + (f" --control-s {args.control_s}" if args.control_s else ""))
     print("| task | runs | reference ms (CV) | candidate ms (CV) | speedup median (CV, min-max) "
           "| in-process eager ms | in-process seed ms | in-process speedup |")
     print("|---|---|---|---|---|---|---|---|")
     if args.samples:
         record_blocks()
-    contended = []
+    contended, controlled = [], []
     for name in args.tasks.split(",") if args.runs > 0 else []:
         CONTENDED.clear()
-        pairs = evaluator_runs(name.strip(), args.runs, args.timing_s, args.samples)
+        pairs, controls = evaluator_runs(name.strip(), args.runs, args.timing_s, args.samples, args.control_s)
+        if controls:
+            controlled.append(f"{name}: in-process speedup before each run {statistics.median(controls):.2f}x "
+                              f"(CV {cv_percent(controls):.1f}%, {min(controls):.2f}-{max(controls):.2f}), over "
+                              f"{args.control_s:g} s each")
         left_out = sum("left out" in n for n in CONTENDED)
         contended.append(f"{name}: {len(CONTENDED)} of {len(pairs)} evaluations had timing rounds that other work "
                          f"shared ({left_out} of them timed from their quiet rounds alone)")
@@ -188,7 +204,7 @@ def main() -> int:
               f"| {statistics.median(cands):.2f} ({cv_percent(cands):.1f}%) "
               f"| {statistics.median(speedups):.2f}x ({cv_percent(speedups):.1f}%, {min(speedups):.2f}-"
               f"{max(speedups):.2f}) | {eager_ms:.2f} | {seed_ms:.2f} | {eager_ms / seed_ms:.2f}x |", flush=True)
-    for line in contended:
+    for line in contended + controlled:
         print(line)
     for name in args.tasks.split(",") if args.contend else []:
         contention(name.strip(), args.contend)

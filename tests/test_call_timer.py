@@ -210,12 +210,20 @@ class _ClockConn:
         return {"status": "clock", "now_ms": (timing.now_ms() - self.start) * self.rate}, []
 
 
-def test_a_worker_clock_that_stands_still_while_the_driver_waits_is_refused():
-    from evaluator.config import EvalConfig
-    from evaluator.clock_checks import clock_keeps_time
-    clock_keeps_time(_ClockConn(1.0), EvalConfig(), wait_s=0.02)  # keeps time: nothing to say
-    with pytest.raises(Refused, match="clock was rewritten"):
-        clock_keeps_time(_ClockConn(0.004), EvalConfig(), wait_s=0.02)
+def test_a_worker_clock_that_stands_still_while_the_reference_is_timed_is_refused():
+    import time
+    from evaluator.clock_checks import CandidateClock
+    for rate, refused in ((1.0, False), (0.004, True)):
+        clock = CandidateClock(_ClockConn(rate), 10.0)  # type: ignore[arg-type]
+        for _ in range(3):
+            clock.around(lambda: time.sleep(0.01))  # the reference's block, which the candidate waits through
+        assert clock.driver_ms >= 30
+        if refused:
+            with pytest.raises(Refused, match="clock was rewritten"):
+                clock.refuse_stopped()
+        else:
+            clock.refuse_stopped()  # keeps time: nothing to say
+            assert clock.worker_ms >= clock.driver_ms  # its reads fall outside the driver's marks
 
 
 def _blocks(*blocks: tuple[int, float]) -> SideRecord:

@@ -74,3 +74,35 @@ def test_a_reserved_kept_heap_gives_a_first_large_output_written_pages():
     assert written >= 48 << 20
     assert plain_faults >= (48 << 20) // 4096 // 2
     assert reserved_faults < 100
+
+
+FORKED_PROBE = """
+import os
+import torch
+from evaluator.heap import _free_heap_bytes, keep_freed_memory, minor_faults, reserve
+keep_freed_memory()
+held = [torch.empty(24 << 18).fill_(1.0) for _ in range(4)]  # 96 MiB the parent writes, then frees: its free heap
+del held
+if os.fork() == 0:  # a worker forked from its zygote: the free heap is the parent's pages, copy on write
+    free = _free_heap_bytes()
+    written = reserve(24 << 20)
+    before = minor_faults()
+    outs = [torch.empty(24 << 18).fill_(2.0) for _ in range(4)]  # first outputs, landing in that free heap
+    print(free >= 64 << 20, written >= free, minor_faults() - before, flush=True)
+    os._exit(0)
+os.wait()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt, fork")
+def test_a_reserve_in_a_forked_worker_copies_the_inherited_free_heap_before_any_timed_call():
+    """A worker's free heap is its zygote's pages, shared copy on write: the first write to each faults and copies.
+    The reserve makes them the worker's own first (by the kernel, MADV_POPULATE_WRITE, where it can), so outputs
+    that land there fault nothing."""
+    proc = subprocess.run([sys.executable, "-c", FORKED_PROBE], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})  # as a zygote:
+    # no OpenMP pool before the fork
+    assert proc.returncode == 0, proc.stderr
+    inherited, covered, faults = proc.stdout.split()
+    assert inherited == "True" and covered == "True"
+    assert int(faults) < 100, faults

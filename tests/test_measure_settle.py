@@ -5,12 +5,15 @@ the whole dispatch table after exactly one of its first blocks, drawn in advance
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import pytest
 
 from evaluator import measure
-from evaluator.commands import Go, NextCall, Time
+from evaluator.clock_checks import CandidateClock
+from evaluator.commands import Clock, Go, NextCall, Time
+from evaluator.connection import Refused
 from evaluator.config import EvalConfig
 from evaluator.measure import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
 from evaluator.result import EvalResult, Status, Timing, median_standard_error_ms
@@ -317,3 +320,39 @@ def test_blocks_of_faster_calls_end_on_the_rule_only_from_min_block_calls(monkey
     assert not measure.slow_block_may_end(4, 0.08, 1 / 3, 4)
     assert measure.slow_block_may_end(4, 0.16, 1 / 3, 4)
     assert not measure.slow_block_may_end(3, 0.30, 1 / 3, 4)  # never before the block's share of the floor
+
+
+class ClockedWorker(FakeWorker):
+    """A FakeWorker whose timer clock (`Clock`) advances `rate` ms per ms of real time, counting its reads."""
+
+    def __init__(self, median_ms: float, rate: float, seed: int) -> None:
+        super().__init__(median_ms, 0.02, seed)
+        self.rate, self.start_ms, self.reads = rate, time.perf_counter() * 1e3, 0
+
+    def request(self, cmd: Any, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
+        assert isinstance(cmd, Clock)
+        self.reads += 1
+        return {"status": "clock", "now_ms": (time.perf_counter() * 1e3 - self.start_ms) * self.rate}, []
+
+
+class SlowWorker(FakeWorker):
+    """A FakeWorker whose calls take real time (so that the reference's blocks last long enough to be windows)."""
+
+    def send(self, cmd: Any) -> None:
+        if isinstance(cmd, Go):
+            time.sleep(self.median_ms / 1e3)
+        super().send(cmd)
+
+
+def test_the_candidates_clock_is_read_around_each_reference_block_and_refused_where_it_stood_still():
+    cfg = EvalConfig(max_timing_s=600.0, max_reps=1000)
+    for rate, refused in ((1.0, False), (0.01, True)):
+        ref, cand = SlowWorker(0.5, 0.02, 1), ClockedWorker(0.4, rate, 2)
+        clock = CandidateClock(cand, 10.0)  # type: ignore[arg-type] # the protocol's fake
+        if refused:
+            with pytest.raises(Refused, match="clock was rewritten"):
+                measure.measure(ref, cand, cfg, "cpu", QUIET, candidate_clock=clock)  # type: ignore[arg-type]
+        else:
+            measure.measure(ref, cand, cfg, "cpu", QUIET, candidate_clock=clock)  # type: ignore[arg-type]
+        assert cand.reads == 2 * ref.blocks and ref.blocks >= measure.MIN_BLOCKS  # around each reference block
+        assert clock.driver_ms > 0 and (clock.worker_ms >= clock.driver_ms) != refused

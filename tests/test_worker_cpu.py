@@ -65,7 +65,7 @@ def test_only_the_reference_blocks_are_watched(monkeypatch: pytest.MonkeyPatch):
     ref, cand = SideRecord(), SideRecord()
     from evaluator.config import EvalConfig
     measure._round([("c", cand, 1), ("r", ref, 0)], ref, cand, EvalConfig(), None,  # type: ignore[list-item]
-                   Idle(lambda: 0.0), lambda: watched.append("threads"))
+                   Idle(lambda: 0.0), threads=lambda: watched.append("threads"))
     # The driver counts the candidate's threads after its calls, and before and after the reference's block.
     assert watched == ["c block", "threads", "threads", "ref", "r block", "threads"]
     assert ref.blocks == 1 and cand.blocks == 1
