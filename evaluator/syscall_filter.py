@@ -19,7 +19,9 @@ SIGCONT, a millisecond each) while the reference was timed passed at 8.7-9.5x fo
 `pidfd_open` for `pidfd_send_signal`) may name only the worker itself (its pid, written into the filter when it is
 installed, or 0: "the caller"; for `kill` also its own process group, which it leads): naming another process kills
 the worker, as CLONE_PARENT does (nothing honest signals another process). `tkill`, which names a thread alone,
-answers EPERM (glibc signals threads with `tgkill`). Scheduling and limits (`sched_setaffinity`, `sched_setparam`,
+answers EPERM (glibc signals threads with `tgkill`), and so does making another process the owner of a descriptor,
+whose SIGIO (or the signal `F_SETSIG` picks, SIGSTOP included) the kernel would send it: `fcntl(F_SETOWN)` naming
+another, `fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)` and `ioctl(SIOCSPGRP)`, whose owner a filter cannot read. Scheduling and limits (`sched_setaffinity`, `sched_setparam`,
 `sched_setscheduler`, `sched_setattr`, `prlimit64`, `setpriority`, `ioprio_set`) of another process answer EPERM:
 an honest kernel may try to pin its own threads, named by their thread ids, which the filter cannot tell from
 another process's; it then runs unpinned.
@@ -44,22 +46,23 @@ _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _RET_KILL_PROCESS = 0x80000000
 _LD_ABS_W, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_ARG0, _ARG1 = 16, 24  # offsets of the low words of a syscall's first two arguments (little-endian)
+_ARG0, _ARG1, _ARG2 = 16, 24, 32  # offsets of the low words of a syscall's first three arguments (little-endian)
 # machine -> the kernel's audit architecture and the numbers of the syscalls the filter looks at
 _ARCHES: dict[str, dict[str, int]] = {
     "x86_64": {"arch": 0xC000003E, "clone": 56, "clone3": 435, "kill": 62, "tkill": 200, "tgkill": 234,
                "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434, "sched_setaffinity": 203,
                "sched_setparam": 142, "sched_setscheduler": 144, "sched_setattr": 314, "prlimit64": 302,
-               "setpriority": 141, "ioprio_set": 251},
+               "setpriority": 141, "ioprio_set": 251, "fcntl": 72, "ioctl": 16},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "kill": 129, "tkill": 130, "tgkill": 131,
                 "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "sched_setaffinity": 122,
                 "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "prlimit64": 261,
-                "setpriority": 140, "ioprio_set": 30},
+                "setpriority": 140, "ioprio_set": 30, "fcntl": 25, "ioctl": 29},
 }
 # Syscalls whose first argument is a process (0: the caller): signals, then scheduling and limits.
 _SIGNALS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 _SCHEDULING = ("sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr", "prlimit64")
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
+F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902  # who gets a descriptor's SIGIO (its signal)
 
 
 class _Program:
@@ -110,6 +113,8 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     p.jump(_JEQ, nr["kill"], yes="kill")
     p.jump(_JEQ, nr["setpriority"], yes="who")
     p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
+    p.jump(_JEQ, nr["fcntl"], yes="fcntl")
+    p.jump(_JEQ, nr["ioctl"], yes="ioctl")
     for name in _SIGNALS:
         p.jump(_JEQ, nr[name], yes="signal")
     for name in _SCHEDULING:
@@ -140,6 +145,18 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     p.load(_ARG1)
     p.jump(_JEQ, 0, yes="allow")
     p.jump(_JEQ, me, yes="allow", no="deny")
+    p.label("fcntl")  # fcntl(fd, F_SETOWN, pid): itself, its group or 0; F_SETOWN_EX's owner lies in memory
+    p.load(_ARG1)
+    p.jump(_JEQ, F_SETOWN_EX, yes="deny")
+    p.jump(_JEQ, F_SETOWN, no="allow")
+    p.load(_ARG2)
+    p.jump(_JEQ, group, yes="allow")
+    p.jump(_JEQ, 0, yes="allow")
+    p.jump(_JEQ, me, yes="allow", no="deny")
+    p.label("ioctl")  # the same owner set through ioctl: its argument lies in memory
+    p.load(_ARG1)
+    p.jump(_JEQ, FIOSETOWN, yes="deny")
+    p.jump(_JEQ, SIOCSPGRP, yes="deny", no="allow")
     p.label("allow")
     p.ret(_RET_ALLOW)
     p.label("deny")

@@ -1,7 +1,7 @@
 """The candidate worker's seccomp filter (`evaluator/syscall_filter.py`): threads, forks, signals to itself and
 PyTorch's thread pool work under it, `clone3` says it does not exist, `clone(CLONE_PARENT)` (a sibling outside the
-worker's tree) and a signal to another process kill, and another process can be neither pinned, re-prioritised nor
-limited."""
+worker's tree) and a signal to another process kill, and another process can be neither pinned, re-prioritised,
+limited nor made the owner of a descriptor (its SIGIO)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,14 @@ for refused in (lambda: os.sched_setaffinity(other, {{0}}), lambda: os.setpriori
         raise SystemExit("another process was changed")
     except PermissionError:
         pass
+import fcntl
+r, w = os.pipe()
+try:
+    fcntl.fcntl(r, fcntl.F_SETOWN, other)  # its SIGIO would go to the other process
+    raise SystemExit("another process was made a descriptor's owner")
+except PermissionError:
+    pass
+fcntl.fcntl(r, fcntl.F_SETOWN, os.getpid())
 os.sched_setaffinity(0, os.sched_getaffinity(0))
 os.setpriority(os.PRIO_PROCESS, 0, 1)
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
