@@ -21,8 +21,9 @@ installed, or 0: "the caller"; for `kill` also its own process group, which it l
 the worker, as CLONE_PARENT does (nothing honest signals another process). `tkill`, which names a thread alone,
 answers EPERM (glibc signals threads with `tgkill`), and so does making another process the owner of a descriptor,
 whose SIGIO (or the signal `F_SETSIG` picks, SIGSTOP included) the kernel would send it: `fcntl(F_SETOWN)` naming
-another, `fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)` and `ioctl(SIOCSPGRP)`, whose owner a filter cannot read. Scheduling and limits (`sched_setaffinity`, `sched_setparam`,
-`sched_setscheduler`, `sched_setattr`, `prlimit64`, `setpriority`, `ioprio_set`) of another process answer EPERM:
+another, `fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)` and `ioctl(SIOCSPGRP)`, whose owner a filter cannot read. Scheduling and
+limits (`sched_setaffinity`, `sched_setparam`, `sched_setscheduler`, `sched_setattr`, `prlimit64`, `setpriority`,
+`ioprio_set`) of another process answer EPERM:
 an honest kernel may try to pin its own threads, named by their thread ids, which the filter cannot tell from
 another process's; it then runs unpinned.
 Syscalls of another ABI than the process's own (x32, or i386 through `int 0x80` on x86-64) get ENOSYS: their numbers

@@ -99,9 +99,9 @@ def test_a_reserve_in_a_forked_worker_copies_the_inherited_free_heap_before_any_
     """A worker's free heap is its zygote's pages, shared copy on write: the first write to each faults and copies.
     The reserve makes them the worker's own first (by the kernel, MADV_POPULATE_WRITE, where it can), so outputs
     that land there fault nothing."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}  # as a zygote: no pool forked
     proc = subprocess.run([sys.executable, "-c", FORKED_PROBE], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})  # as a zygote:
-    # no OpenMP pool before the fork
+                          env=env)
     assert proc.returncode == 0, proc.stderr
     inherited, covered, faults = proc.stdout.split()
     assert inherited == "True" and covered == "True"
