@@ -95,8 +95,8 @@ class RunReport:
                 f"{format_speedup(self.measured.get(m.candidate_id or -1))}")
         spread = max(c.speedups) / min(c.speedups) - 1
         if spread > DISAGREE:
-            text += (f"; they differ by {spread:.0%}: the machine was likely busy (other jobs on its cores), so "
-                     "measure again on a quiet one")
+            text += (f"; they differ by {spread:.0%}: this machine's speed moved between them (other jobs on its "
+                     "cores, or a host it shares with other machines), so measure again on a quiet one where you can")
         return text
 
     def archive_lines(self) -> list[str]:
