@@ -49,15 +49,17 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _process_cpu_s(pid: int) -> float:
-    """utime + stime of every thread of `pid`, 0 where it is gone."""
+def _process_cpu_s(pid: int, reaped: bool = False) -> float:
+    """utime + stime of every thread of `pid` (fields 14 and 15 of proc(5)), or with `reaped` the CPU of the children
+    it waited for (cutime + cstime, 16 and 17); 0 where it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return 0.0
-    rest = stat[stat.rfind(b")") + 2:].split()
-    return (int(rest[11]) + int(rest[12])) * _TICK_S  # fields 14 and 15 of proc(5), counted from the state (3)
+    rest = stat[stat.rfind(b")") + 2:].split()  # counted from the state, field 3
+    first = 13 if reaped else 11
+    return (int(rest[first]) + int(rest[first + 1])) * _TICK_S
 
 
 def own_cpu_s(root: int | None = None) -> float:

@@ -30,7 +30,7 @@ import os
 from typing import Any
 
 from evaluator.connection import Refused
-from evaluator.other_work import _TICK_S, _children, _process_cpu_s
+from evaluator.other_work import _children, _process_cpu_s
 from evaluator.result import Status
 
 
@@ -84,7 +84,7 @@ class WorkerCpu:
         """Live processes' own CPU, and the worker's children's that it reaped (fields 16 and 17 of proc(5))."""
         if self.pid is None:
             return None
-        return sum(_process_cpu_s(p) for p in self._tree()) + _reaped_cpu_s(self.pid)
+        return sum(_process_cpu_s(p) for p in self._tree()) + _process_cpu_s(self.pid, reaped=True)
 
     def threads(self) -> int | None:
         """The OS threads of the worker's tree now (/proc/<pid>/task of each process), or None where the worker's
@@ -99,16 +99,6 @@ class WorkerCpu:
                 if pid == self.pid:
                     return None
         return total
-
-
-def _reaped_cpu_s(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return 0.0
-    rest = stat[stat.rfind(b")") + 2:].split()
-    return (int(rest[13]) + int(rest[14])) * _TICK_S
 
 
 class WorkerThreads:
