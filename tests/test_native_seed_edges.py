@@ -30,6 +30,7 @@ EDGES = {
     "row_mean": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "row_sum": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "log_softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
+    "softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],

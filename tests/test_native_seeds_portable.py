@@ -1,7 +1,8 @@
 """The GEMM-family native seeds keep a plain C path for CPUs without AVX-512 (their micro-kernels are AVX-512
 intrinsics under `#ifdef __AVX512F__`). This machine has AVX-512, so `-march=native` never builds that path: here each
 seed's C source is built for x86-64-v3 (AVX2 and FMA, no AVX-512) by the system compiler, bound in place of the
-seed's own library, and checked against the task on its small shape variants."""
+seed's own library, and checked against the task on its small shape variants. The vectorisable exponential of the
+portable paths (`exp_simd`) is checked against torch.exp on its own."""
 
 from __future__ import annotations
 
@@ -34,8 +35,17 @@ GEMM_FAMILY = [
 # stores) and a portable path beside it.
 MEMORY_BOUND = ["avg_pool2d", "max_pool2d", "col_sum", "cross_entropy", "kl_div", "log_softmax", "row_mean", "swiglu",
                 "relu", "silu", "hardswish", "row_sum", "softmax_backward", "add_mul", "batchnorm_inference",
-                "group_norm", "leaky_relu_scale", "rmsnorm"]
+                "group_norm", "leaky_relu_scale", "rmsnorm", "softmax"]
 DEFAULT_TOL = 1e-4
+# Seeds whose portable path computes exponentials with the plain-C `exp_simd` (vectorised by the compiler, not libm's).
+SIMD_EXP_SEEDS = sorted(p.name.split(".")[0] for suite in ("tiny", "ops")
+                        for p in (ROOT / "benchmarks" / suite).glob("*.cpp.py") if "exp_simd(" in p.read_text())
+EXP_PROBE = r"""
+void exp_probe(const float* restrict x, float* restrict out, int64_t n) {
+    #pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = exp_simd(x[i]);
+}
+"""
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64" or shutil.which("gcc") is None, reason="builds x86-64-v3 code with gcc"
@@ -49,16 +59,17 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
-def build_without_avx512(seed: ModuleType, tmp_path: Path) -> NativeLibrary:
-    """The seed's SOURCE built for x86-64-v3 with the seed's other flags by the build stage's own two command lines
-    (so the library links as the product's do: never with the fast-math start file that would set FTZ/DAZ in this
-    test process), bound with the seed's prototypes."""
+def build_without_avx512(seed: ModuleType, tmp_path: Path, extra: str = "",
+                         functions: list[str] | None = None) -> NativeLibrary:
+    """The seed's SOURCE (and `extra` after it, then binding `functions` instead of the seed's) built for x86-64-v3
+    with the seed's other flags by the build stage's own two command lines (so the library links as the product's do:
+    never with the fast-math start file that would set FTZ/DAZ in this test process), bound with its prototypes."""
     call = re.search(r"flags=\[([^\]]*)\]", Path(seed.__file__).read_text())
     assert call, f"{seed.__file__}: no flags=[...] in its load_c call"
     flags = [f for f in re.findall(r'"([^"]+)"', call.group(1)) if f != "-march=native"]
     name = f"{Path(seed.__file__).name.split('.')[0]}_x86_64_v3"
-    spec = NativeSpec.from_call(name, seed.SOURCE, dir(seed.lib), flags, "c")
-    (tmp_path / f"{name}.c").write_text(seed.SOURCE)
+    spec = NativeSpec.from_call(name, seed.SOURCE + extra, functions or dir(seed.lib), flags, "c")
+    (tmp_path / f"{name}.c").write_text(seed.SOURCE + extra)
     compile_line, link_line = commands(spec, "gcc", [f"{name}.c"], f"lib{name}.so")
     for line in ([*compile_line[:1], "-march=x86-64-v3", *compile_line[1:]], link_line):
         built = subprocess.run(line, cwd=tmp_path, capture_output=True, text=True)
@@ -78,6 +89,27 @@ def test_memory_bound_seed_is_correct_without_avx512(name, tmp_path, monkeypatch
     seed = load_module(seed_path(name, "cpp"), f"portable_seed_{name}")
     assert "#ifdef __AVX512F__" in seed.SOURCE, f"{name}: no AVX-512 path, so nothing else to test here"
     check_without_avx512(name, seed, tmp_path, monkeypatch)
+
+
+def test_simd_exp_seeds_are_found():
+    assert "softmax" in SIMD_EXP_SEEDS
+
+
+@pytest.mark.parametrize("name", SIMD_EXP_SEEDS)
+def test_portable_exponential_matches_torch_exp(name, tmp_path):
+    """exp_simd against torch.exp in double precision: within 4e-7 relative (2 ulp) wherever expf's result is a
+    normal float, 0 below that range and for -inf, NaN for NaN, finite up to 88 (softmax-like callers pass x <= 0)."""
+    seed = load_module(seed_path(name, "cpp"), f"exp_seed_{name}")
+    lib = build_without_avx512(seed, tmp_path, EXP_PROBE, ["exp_probe"])
+    x = torch.cat([torch.linspace(-87.0, 88.0, 1_000_003), torch.randn(100_000), torch.tensor([0.0, -0.0, 1e-30])])
+    out = torch.empty_like(x)
+    lib.exp_probe(x, out, x.numel())
+    relative = ((out.double() - x.double().exp()) / x.double().exp()).abs()
+    assert relative.max() <= 4e-7, f"{name}: worst at x = {x[relative.argmax()]}: {relative.max():.3g}"
+    edges = torch.tensor([-87.5, -88.0, -103.0, -1e30, -float("inf"), float("nan")])
+    out = torch.empty_like(edges)
+    lib.exp_probe(edges, out, edges.numel())
+    assert out[:5].eq(0).all() and out[5].isnan(), f"{name}: {out.tolist()}"
 
 
 def check_without_avx512(name: str, seed: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

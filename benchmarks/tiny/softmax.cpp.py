@@ -1,8 +1,12 @@
 """Native seed for tiny/softmax: rows split across OpenMP threads (dynamic chunks of CHUNK rows, which keeps both
 threads busy when one is preempted); each row (16 KiB at the benchmark shape, so it stays in L1) in three passes:
 its max (the only pass that reads memory), exp(x - max) written to the output while summing, and the output scaled
-by 1/sum in place. The exponential is an AVX-512 one (see exp16; glibc's expf is several times slower) with a
-portable expf loop where AVX-512 is missing. Streaming stores for the output were measured and lost here: the
+by 1/sum in place. The exponential is an AVX-512 one (see exp16; glibc's expf is several times slower) and, where
+AVX-512 is missing, the same polynomial in plain C (exp_simd) in `omp simd` loops, which gcc vectorises for AVX2,
+SSE or NEON; -fno-trapping-math lets it turn exp_simd's range checks into vector selects (without it the loop stays
+scalar). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores): the portable path went from 0.28x to 1.5x over
+eager (34.2 ms -> 6.3 ms, scripts/bench_native.py; eager 9.6 ms), about the time of copying the same bytes when the
+machine is quiet. Streaming stores for the output were measured and lost where the AVX-512 path was written: the
 output of one call fits in the last-level cache beside the input, and streaming sends it to DRAM."""
 
 import torch
@@ -12,6 +16,7 @@ from evaluator.native import load_c
 SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #define CHUNK 16
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -34,6 +39,33 @@ static inline __m512 exp16(__m512 x) {
 }
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+#else
+/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, NEON...): n = round(x log2 e) by
+   the 1.5 * 2^23 trick, r = x - n ln2 (two-part ln2), the AVX-512 path's degree-6 polynomial for e^r, and 2^n built
+   in the exponent bits (relative error about 2e-7; 0 below -87.3, where 2^n would leave the normal range, and for
+   -inf; 2.2e38 above 88.3 where expf overflows, which softmax's x - max <= 0 never reaches; NaN stays NaN). */
+static inline float exp_simd(float x) {
+    float c = x < -87.3f ? -87.3f : x;  /* in this order NaN stays NaN */
+    c = c > 88.3f ? 88.3f : c;
+    float t = c * 1.44269504089f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = c - n * 0.693145751953125f;
+    r = r - n * 1.428606820309417e-06f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t tb, sb;
+    memcpy(&tb, &t, 4);
+    sb = (tb - 0x4B400000 + 127) << 23;
+    float scale;
+    memcpy(&scale, &sb, 4);
+    float e = p * scale;
+    return x < -87.3f ? 0.0f : e;
+}
 #endif
 static void softmax_row(const float* restrict row, float* restrict dst, int64_t cols) {
 #ifdef __AVX512F__
@@ -70,9 +102,12 @@ static void softmax_row(const float* restrict row, float* restrict dst, int64_t 
     }
 #else
     float mx = -INFINITY, sum = 0.0f;
+    #pragma omp simd reduction(max:mx)
     for (int64_t i = 0; i < cols; ++i) mx = row[i] > mx ? row[i] : mx;
-    for (int64_t i = 0; i < cols; ++i) { dst[i] = expf(row[i] - mx); sum += dst[i]; }
+    #pragma omp simd reduction(+:sum)
+    for (int64_t i = 0; i < cols; ++i) { float e = exp_simd(row[i] - mx); dst[i] = e; sum += e; }
     float inv = 1.0f / sum;
+    #pragma omp simd
     for (int64_t i = 0; i < cols; ++i) dst[i] *= inv;
 #endif
 }
@@ -82,7 +117,7 @@ void softmax(const float* restrict x, float* restrict out, int64_t rows, int64_t
     for (int64_t r = 0; r < rows; ++r) softmax_row(x + r * cols, out + r * cols, cols);
 }
 """
-lib = load_c("softmax", SOURCE, functions=["softmax"], flags=["-O3", "-march=native", "-fopenmp"])
+lib = load_c("softmax", SOURCE, functions=["softmax"], flags=["-O3", "-march=native", "-fopenmp", "-fno-trapping-math"])
 
 
 class ModelNew(nn.Module):
