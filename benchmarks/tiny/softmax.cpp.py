@@ -40,13 +40,14 @@ static inline __m512 exp16(__m512 x) {
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 #else
-/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, NEON...): n = round(x log2 e) by
-   the 1.5 * 2^23 trick, r = x - n ln2 (two-part ln2), the AVX-512 path's degree-6 polynomial for e^r, and 2^n built
-   in the exponent bits (relative error about 2e-7; 0 below -87.3, where 2^n would leave the normal range, and for
-   -inf; 2.2e38 above 88.3 where expf overflows, which softmax's x - max <= 0 never reaches; NaN stays NaN). */
+/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
+   which lets the range checks become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2
+   (two-part ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n built in the exponent bits (relative
+   error under 3e-7). 0 below -87.3 (where 2^n would leave the normal range) and for -inf; inf above 88.72 and for
+   inf; NaN stays NaN. */
 static inline float exp_simd(float x) {
     float c = x < -87.3f ? -87.3f : x;  /* in this order NaN stays NaN */
-    c = c > 88.3f ? 88.3f : c;
+    c = c > 88.72f ? 88.72f : c;
     float t = c * 1.44269504089f + 12582912.0f;
     float n = t - 12582912.0f;
     float r = c - n * 0.693145751953125f;
@@ -58,13 +59,14 @@ static inline float exp_simd(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t tb, sb;
-    memcpy(&tb, &t, 4);
-    sb = (tb - 0x4B400000 + 127) << 23;
+    int32_t ni, bits;
+    memcpy(&ni, &t, 4);
+    ni -= 0x4B400000;                  /* n, from -126 to 128 */
+    bits = ((ni > 127 ? 127 : ni) + 127) << 23;
     float scale;
-    memcpy(&scale, &sb, 4);
-    float e = p * scale;
-    return x < -87.3f ? 0.0f : e;
+    memcpy(&scale, &bits, 4);
+    float e = ni > 127 ? p * scale * 2.0f : p * scale;
+    return x < -87.3f ? 0.0f : (x > 88.72f ? INFINITY : e);
 }
 #endif
 static void softmax_row(const float* restrict row, float* restrict dst, int64_t cols) {
