@@ -12,13 +12,13 @@ SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
 /* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
-   which lets the range checks become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2
-   (two-part ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n built in the exponent bits (relative
-   error under 3e-7). 0 below -87.3 (where 2^n would leave the normal range) and for -inf; inf above 88.72 and for
-   inf; NaN stays NaN. */
+   which lets the clamps become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2 (two-part
+   ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n as the product of two powers of two built in the
+   exponent bits, so results below the normal range become subnormal or 0 and those above it inf, as expf's do
+   (relative error under 3e-7 where the result is normal; -inf gives 0, inf gives inf, NaN stays NaN). */
 static inline float exp_simd(float x) {
-    float c = x < -87.3f ? -87.3f : x;  /* in this order NaN stays NaN */
-    c = c > 88.72f ? 88.72f : c;
+    float c = x < -104.0f ? -104.0f : x;  /* in this order NaN stays NaN */
+    c = c > 89.0f ? 89.0f : c;
     float t = c * 1.44269504089f + 12582912.0f;
     float n = t - 12582912.0f;
     float r = c - n * 0.693145751953125f;
@@ -30,14 +30,16 @@ static inline float exp_simd(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t ni, bits;
+    int32_t ni, half, b1, b2;
     memcpy(&ni, &t, 4);
-    ni -= 0x4B400000;                  /* n, from -126 to 128 */
-    bits = ((ni > 127 ? 127 : ni) + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, 4);
-    float e = ni > 127 ? p * scale * 2.0f : p * scale;
-    return x < -87.3f ? 0.0f : (x > 88.72f ? INFINITY : e);
+    ni -= 0x4B400000;                   /* n, from -150 to 128 */
+    half = ni >> 1;
+    b1 = (half + 127) << 23;
+    b2 = (ni - half + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, 4);
+    memcpy(&s2, &b2, 4);
+    return p * s1 * s2;
 }
 #define BLOCK 8192
 #ifdef __AVX512F__
