@@ -58,6 +58,7 @@ static void shifted_sums(const float* restrict x, int64_t n, float k, double* re
     s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
     q = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(q0, q1), _mm512_add_ps(q2, q3)));
 #else
+    #pragma omp simd reduction(+:s, q)
     for (int64_t i = 0; i < n; ++i) { float d = x[i] - k; s += d; q += d * d; }
 #endif
     *sum += (double)s;
@@ -102,6 +103,7 @@ void group_norm(const float* restrict x, const float* restrict w, const float* r
                 _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + i), vs, vt));
             }
 #else
+            #pragma omp simd
             for (int64_t i = 0; i < plane; ++i) o[i] = in[i] * s + t;
 #endif
         }

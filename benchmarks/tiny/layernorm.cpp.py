@@ -57,6 +57,7 @@ static void shifted_moments(const float* restrict x, int64_t n, double* restrict
     s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
     q = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(q0, q1), _mm512_add_ps(q2, q3)));
 #else
+    #pragma omp simd reduction(+:s, q)
     for (int64_t i = 0; i < n; ++i) { float d = x[i] - k; s += d; q += d * d; }
 #endif
     double ms = (double)s / (double)n, v = (double)q / (double)n - ms * ms;
@@ -87,6 +88,7 @@ void layernorm(const float* restrict x, const float* restrict w, const float* re
                                   _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(k, w + i), _mm512_maskz_loadu_ps(k, b + i)));
         }
 #else
+        #pragma omp simd
         for (int64_t i = 0; i < cols; ++i) dst[i] = (row[i] - m) * rstd * w[i] + b[i];
 #endif
     }
