@@ -163,17 +163,27 @@ static inline void micro_kernel(int64_t kc, const float* restrict a, const float
         }
     }
 #else
-    float acc[MR][NR];
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NR; ++j) acc[r][j] = 0.0f;
-    for (int64_t k = 0; k < kc; ++k)
-        UNROLLED(16) for (int r = 0; r < MR; ++r) {
-            float av = a[k * MR + r];
-            #pragma omp simd
-            for (int j = 0; j < NR; ++j) acc[r][j] += av * b[k * NR + j];
+    /* Without AVX-512: the MR x NR tile in blocks of 4 rows x 16 columns, each over all of kc, so that the compiler
+       keeps a block's accumulators in registers (8 of 8 floats with AVX2, 16 of 4 with SSE or NEON; a whole MR x NR
+       tile would spill). Rows past MR (when 4 does not divide it) multiply zeros and are not stored. */
+    for (int r0 = 0; r0 < MR && r0 < mr; r0 += 4)
+        for (int j0 = 0; j0 < NR && j0 < nr; j0 += 16) {
+            float acc[4][16];
+            UNROLLED(4) for (int r = 0; r < 4; ++r)
+                UNROLLED(16) for (int j = 0; j < 16; ++j) acc[r][j] = 0.0f;
+            for (int64_t k = 0; k < kc; ++k) {
+                const float* restrict bk = b + k * NR + j0;
+                UNROLLED(4) for (int r = 0; r < 4; ++r) {
+                    float av = r0 + r < MR ? a[k * MR + r0 + r] : 0.0f;
+                    UNROLLED(16) for (int j = 0; j < 16; ++j) acc[r][j] += av * bk[j];
+                }
+            }
+            for (int r = 0; r < 4 && r0 + r < mr; ++r)
+                for (int j = 0; j < 16 && j0 + j < nr; ++j) {
+                    float* p = c + (r0 + r) * ldc + j0 + j;
+                    *p = overwrite ? acc[r][j] : *p + acc[r][j];
+                }
         }
-    for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = overwrite ? acc[r][j] : c[r * ldc + j] + acc[r][j];
 #endif
 }
 
