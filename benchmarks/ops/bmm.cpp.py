@@ -42,6 +42,16 @@ SOURCE = r"""
 #define UNROLLED(n) PRAGMA(GCC unroll n)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+#ifndef __AVX512F__
+/* The portable micro-kernel's vectors: gcc's generic vectors of 8 floats (one ymm with AVX2, two xmm or NEON
+   registers elsewhere), and a no-op asm that makes a reused one live in a register on x86 with AVX. */
+typedef float vec8 __attribute__((vector_size(32)));
+#ifdef __AVX__
+#define IN_REGISTER(v) __asm__("" : "+x"(v))
+#else
+#define IN_REGISTER(v) ((void)0)
+#endif
+#endif
 
 /* The seed defines what is applied to each finished row segment of C: row[n] for n in [n0, n1) of row m. */
 struct epilogue;
@@ -166,26 +176,34 @@ static inline void micro_kernel(int64_t kc, const float* restrict a, const float
         }
     }
 #else
-    /* Without AVX-512: the MR x NR tile in blocks of 4 rows x 16 columns, each over all of kc, so that the compiler
-       keeps a block's accumulators in registers (8 of 8 floats with AVX2, 16 of 4 with SSE or NEON; a whole MR x NR
-       tile would spill). Rows past MR (when 4 does not divide it) multiply zeros and are not stored. */
+    /* Without AVX-512: the MR x NR tile in blocks of 4 rows x 16 columns, each over all of kc, with gcc's generic
+       vectors (AVX2: 8 accumulators, 2 vectors of B and a broadcast of A in ymm registers; SSE or NEON: twice as many
+       narrower ones). A whole MR x NR tile would spill. IN_REGISTER keeps x86 gcc from re-reading B from L1 for
+       each FMA (memory operands): 6 loads for 8 FMAs instead of 12, 98 -> 138 GFLOP/s for a 1024^3 linear on an AMD
+       EPYC Zen 3 (2 cores, 2026-11-25). Rows past MR (when 4 does not divide it) repeat its last row, unstored. */
     for (int r0 = 0; r0 < MR && r0 < mr; r0 += 4)
         for (int j0 = 0; j0 < NR && j0 < nr; j0 += 16) {
-            float acc[4][16];
-            UNROLLED(4) for (int r = 0; r < 4; ++r)
-                UNROLLED(16) for (int j = 0; j < 16; ++j) acc[r][j] = 0.0f;
+            vec8 acc[4][2] = {{{0}}};
             for (int64_t k = 0; k < kc; ++k) {
-                const float* restrict bk = b + k * NR + j0;
+                vec8 b0, b1;
+                memcpy(&b0, b + k * NR + j0, sizeof b0);
+                memcpy(&b1, b + k * NR + j0 + 8, sizeof b1);
+                IN_REGISTER(b0);
+                IN_REGISTER(b1);
                 UNROLLED(4) for (int r = 0; r < 4; ++r) {
-                    float av = r0 + r < MR ? a[k * MR + r0 + r] : 0.0f;
-                    UNROLLED(16) for (int j = 0; j < 16; ++j) acc[r][j] += av * bk[j];
+                    float av = a[k * MR + MIN(r0 + r, MR - 1)];
+                    acc[r][0] += av * b0;
+                    acc[r][1] += av * b1;
                 }
             }
-            for (int r = 0; r < 4 && r0 + r < mr; ++r)
+            for (int r = 0; r < 4 && r0 + r < mr; ++r) {
+                float sum[16];
+                memcpy(sum, acc[r], sizeof sum);
                 for (int j = 0; j < 16 && j0 + j < nr; ++j) {
                     float* p = c + (r0 + r) * ldc + j0 + j;
-                    *p = overwrite ? acc[r][j] : *p + acc[r][j];
+                    *p = overwrite ? sum[j] : *p + sum[j];
                 }
+            }
         }
 #endif
 }

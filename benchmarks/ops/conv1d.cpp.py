@@ -102,19 +102,27 @@ static void conv_tile(const float* restrict xp, int64_t ldp, const float* restri
         }
     }
 #else
-    float acc[MR][NR];
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NR; ++j) acc[r][j] = 0.0f;
-    for (int64_t t = 0; t < taps_y; ++t)
-        for (int64_t tx = 0; tx < kw; ++tx) {
-            const float* restrict row = xp + t * ldp + tx;
-            const float* restrict a = ap + (t * kw + tx) * MR;
-            for (int r = 0; r < MR; ++r)
-                #pragma omp simd
-                for (int j = 0; j < NR; ++j) acc[r][j] += a[r] * row[j];
+    /* Without AVX-512: blocks of 4 rows x 16 columns over all taps, so that the compiler keeps a block's
+       accumulators in registers (8 of 8 floats with AVX2; a whole MR x NR tile would spill). Rows past MR (when 4
+       does not divide it) repeat the last row and are not stored. */
+    for (int r0 = 0; r0 < MR && r0 < mr; r0 += 4)
+        for (int j0 = 0; j0 < NR && j0 < nr; j0 += 16) {
+            float acc[4][16];
+            UNROLLED(4) for (int r = 0; r < 4; ++r)
+                UNROLLED(16) for (int j = 0; j < 16; ++j) acc[r][j] = 0.0f;
+            for (int64_t t = 0; t < taps_y; ++t)
+                for (int64_t tx = 0; tx < kw; ++tx) {
+                    const float* restrict row = xp + t * ldp + tx + j0;
+                    const float* restrict a = ap + (t * kw + tx) * MR + r0;
+                    UNROLLED(4) for (int r = 0; r < 4; ++r) {
+                        float av = a[MIN(r0 + r, MR - 1) - r0];
+                        #pragma omp simd
+                        for (int j = 0; j < 16; ++j) acc[r][j] += av * row[j];
+                    }
+                }
+            for (int r = 0; r < 4 && r0 + r < mr; ++r)
+                for (int j = 0; j < 16 && j0 + j < nr; ++j) out[(r0 + r) * ld + j0 + j] = acc[r][j] + bias[r0 + r];
         }
-    for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < nr; ++j) out[r * ld + j] = acc[r][j] + bias[r];
 #endif
 }
 
