@@ -36,6 +36,16 @@ SOURCE = r"""
 #define UNROLLED(n) PRAGMA(GCC unroll n)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+#ifndef __AVX512F__
+/* The portable micro-kernel's vectors: gcc's generic vectors of 8 floats (one ymm with AVX2, two xmm or NEON
+   registers elsewhere), and a no-op asm that makes a reused one live in a register on x86 with AVX. */
+typedef float vec8 __attribute__((vector_size(32)));
+#ifdef __AVX__
+#define IN_REGISTER(v) __asm__("" : "+x"(v))
+#else
+#define IN_REGISTER(v) ((void)0)
+#endif
+#endif
 
 static int64_t tile_n(void) { return MAX(BLOCK_N / NR, 1) * NR; }
 static int64_t panels_a(int64_t M) { return (M + MR - 1) / MR; }
@@ -102,26 +112,33 @@ static void conv_tile(const float* restrict xp, int64_t ldp, const float* restri
         }
     }
 #else
-    /* Without AVX-512: blocks of 4 rows x 16 columns over all taps, so that the compiler keeps a block's
-       accumulators in registers (8 of 8 floats with AVX2; a whole MR x NR tile would spill). Rows past MR (when 4
-       does not divide it) repeat the last row and are not stored. */
+    /* Without AVX-512: blocks of 4 rows x 16 columns over all taps with gcc's generic vectors (AVX2: 8 accumulators,
+       2 vectors of the input row and a broadcast weight in ymm registers; a whole MR x NR tile would spill), the row's
+       vectors pinned in registers (IN_REGISTER: see the GEMM seeds). Rows past MR (when 4 does not divide it) repeat
+       its last row and are not stored. */
     for (int r0 = 0; r0 < MR && r0 < mr; r0 += 4)
         for (int j0 = 0; j0 < NR && j0 < nr; j0 += 16) {
-            float acc[4][16];
-            UNROLLED(4) for (int r = 0; r < 4; ++r)
-                UNROLLED(16) for (int j = 0; j < 16; ++j) acc[r][j] = 0.0f;
+            vec8 acc[4][2] = {{{0}}};
             for (int64_t t = 0; t < taps_y; ++t)
                 for (int64_t tx = 0; tx < kw; ++tx) {
                     const float* restrict row = xp + t * ldp + tx + j0;
-                    const float* restrict a = ap + (t * kw + tx) * MR + r0;
+                    const float* restrict a = ap + (t * kw + tx) * MR;
+                    vec8 x0, x1;
+                    memcpy(&x0, row, sizeof x0);
+                    memcpy(&x1, row + 8, sizeof x1);
+                    IN_REGISTER(x0);
+                    IN_REGISTER(x1);
                     UNROLLED(4) for (int r = 0; r < 4; ++r) {
-                        float av = a[MIN(r0 + r, MR - 1) - r0];
-                        #pragma omp simd
-                        for (int j = 0; j < 16; ++j) acc[r][j] += av * row[j];
+                        float av = a[MIN(r0 + r, MR - 1)];
+                        acc[r][0] += av * x0;
+                        acc[r][1] += av * x1;
                     }
                 }
-            for (int r = 0; r < 4 && r0 + r < mr; ++r)
-                for (int j = 0; j < 16 && j0 + j < nr; ++j) out[(r0 + r) * ld + j0 + j] = acc[r][j] + bias[r0 + r];
+            for (int r = 0; r < 4 && r0 + r < mr; ++r) {
+                float sum[16];
+                memcpy(sum, acc[r], sizeof sum);
+                for (int j = 0; j < 16 && j0 + j < nr; ++j) out[(r0 + r) * ld + j0 + j] = sum[j] + bias[r0 + r];
+            }
         }
 #endif
 }
