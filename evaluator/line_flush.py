@@ -91,6 +91,7 @@ class LineFlush:
         self._tensor = torch.Tensor
         self._storage = torch.Tensor.untyped_storage  # captured before any candidate code could rebind them
         self._nbytes, self._data_ptr = torch.UntypedStorage.nbytes, torch.UntypedStorage.data_ptr
+        self._is_cpu = torch.Tensor.is_cpu.__get__  # type: ignore[attr-defined] # the descriptor, captured now
 
     @classmethod
     def of(cls, library: NativeLibrary | None) -> LineFlush | None:
@@ -105,11 +106,11 @@ class LineFlush:
         `torch.Tensor`s, whose storage the harness reads without running a subclass's code."""
         flushed = 0
         for value in values:
-            if type(value) is not self._tensor or not value.is_cpu:
+            if type(value) is not self._tensor or not self._is_cpu(value):
                 continue
             storage = self._storage(value)
-            size = self._nbytes(storage)
-            if size > 0:
-                self._flush_lines(self._data_ptr(storage), size)
+            size, start = self._nbytes(storage), self._data_ptr(storage)
+            if size > 0 and start:
+                self._flush_lines(start, size)
                 flushed += size
         return flushed
