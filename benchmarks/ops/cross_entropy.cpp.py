@@ -95,12 +95,15 @@ static float logsumexp_row(const float* restrict row, const float* next, int64_t
     }
     return mx + logf(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
 #else
-    (void)next;
     float mx = -INFINITY, sum = 0.0f;
     #pragma omp simd reduction(max:mx)
     for (int64_t i = 0; i < cols; ++i) mx = row[i] > mx ? row[i] : mx;
-    #pragma omp simd reduction(+:sum)
-    for (int64_t i = 0; i < cols; ++i) sum += exp_simd(row[i] - mx);
+    for (int64_t i0 = 0; i0 < cols; i0 += 256) {  /* the next row into L2, 16 lines a step, as the AVX-512 path */
+        int64_t i1 = i0 + 256 < cols ? i0 + 256 : cols;
+        for (int64_t p = i0; p < i1; p += 16) __builtin_prefetch(next + p, 0, 2);
+        #pragma omp simd reduction(+:sum)
+        for (int64_t i = i0; i < i1; ++i) sum += exp_simd(row[i] - mx);
+    }
     return mx + logf(sum);
 #endif
 }
