@@ -1,13 +1,14 @@
 """Native seed for ops/conv2d_3x3 (kernel 3x3, padding 1).
 
 The convolution ("same" padding, stride 1) is an implicit GEMM, no im2col: C's rows are output channels, A the
-weights (Cout x Cin * taps, packed once into panels of UNROLL_M channels), and B's row for tap (ci, ty, tx)
-over 16 * VEC_N consecutive output positions of one output row is the input row they read. Each work item
-(sample, output row, BLOCK_N columns, shared out dynamically by OpenMP, one parallel region per call) first
-copies the input rows it reads, zero-padded, into a contiguous buffer (the input's own channel rows lie a
-multiple of 4 KiB apart and evict each other from L1), then the AVX-512 micro-kernel (UNROLL_M x VEC_N zmm
-accumulators, broadcast A, FMA) reads B from it with plain loads; the bias is added as C is stored. A plain C
-kernel of the same shape runs without AVX-512."""
+weights (Cout x Cin * taps, packed once into panels of UNROLL_M channels), and B's row for tap (ci, ty, tx) over 16 *
+VEC_N consecutive output positions of one output row is the input row they read. Each work item (sample, output row,
+BLOCK_N columns, shared out dynamically by OpenMP, one parallel region per call) first copies the input rows it
+reads, zero-padded, into a contiguous buffer (the input's own channel rows lie a multiple of 4 KiB apart and evict
+each other from L1), then the AVX-512 micro-kernel (UNROLL_M x VEC_N zmm accumulators, broadcast A, FMA) reads B from
+it with plain loads; the bias is added as C is stored. Without AVX-512 a portable C kernel works the tile in 4 x 16
+blocks held in registers (see conv_tile). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with
+scripts/bench_native.py: the portable path took the seed from 0.43x to 0.91x over eager."""
 
 import torch
 import torch.nn as nn

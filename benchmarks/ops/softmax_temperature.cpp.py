@@ -3,9 +3,11 @@ multiplication by 1/t while the row's max is found (so it holds for a negative t
 threads (dynamic chunks of CHUNK rows, which keeps both threads busy when one is preempted); each row (16 KiB at the
 benchmark shape, so it stays in L1) in three passes: its max (the only pass that reads memory), exp(x - max) written
 to the output while summing, and the output scaled by 1/sum in place. The exponential is an AVX-512 one (see exp16;
-glibc's expf is several times slower) with a portable expf loop where AVX-512 is missing. Streaming stores for the
-output were measured and lost here: the output of one call fits in the last-level cache beside the input, and
-streaming sends it to DRAM."""
+glibc's expf is several times slower) with a portable path where AVX-512 is missing with exp_simd, the same
+polynomial in plain C that gcc vectorises in omp simd loops (-fno-trapping-math lets its clamps become vector
+selects). Streaming stores for the output were measured and lost here: the output of one call fits in the last-level
+cache beside the input, and streaming sends it to DRAM. Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with
+scripts/bench_native.py: the portable path took the seed from 0.35x to 1.87x over eager."""
 
 import torch
 import torch.nn as nn

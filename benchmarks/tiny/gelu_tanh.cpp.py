@@ -1,7 +1,10 @@
-"""Native seed for tiny/gelu_tanh: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal
-x / (1 + e^(-2u)); elementwise, OpenMP over blocks of BLOCK elements (static: one contiguous band per thread),
-AVX-512 with a vectorised exponential (see exp16) and rcp14 plus a Newton step for the division, unmasked except
-for the tail (masked stores are slow on AMD Zen 4); a portable expf loop where AVX-512 is missing."""
+"""Native seed for tiny/gelu_tanh: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal x / (1
++ e^(-2u)); elementwise, OpenMP over blocks of BLOCK elements (static: one contiguous band per thread), AVX-512 with
+a vectorised exponential (see exp16) and rcp14 plus a Newton step for the division, unmasked except for the tail
+(masked stores are slow on AMD Zen 4); a portable path where AVX-512 is missing with exp_simd, the same polynomial in
+plain C that gcc vectorises in omp simd loops (-fno-trapping-math lets its clamps become vector selects). Measured
+2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from
+0.72x to 3.83x over eager."""
 
 import torch
 import torch.nn as nn
