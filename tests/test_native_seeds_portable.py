@@ -91,6 +91,18 @@ def test_memory_bound_seed_is_correct_without_avx512(name, tmp_path, monkeypatch
     check_without_avx512(name, seed, tmp_path, monkeypatch)
 
 
+@pytest.mark.parametrize("name", ["matmul_bias", "conv2d_3x3"])
+def test_portable_micro_kernel_covers_tuned_tile_shapes(name, tmp_path, monkeypatch):
+    """The tuner moves UNROLL_M and VEC_N: the portable kernel's 4 x 16 blocks also cover a tile whose rows 4 does
+    not divide (UNROLL_M 6: its second block repeats row 5 and stores two rows) and one vector of 16 columns."""
+    seed = load_module(seed_path(name, "cpp"), f"tuned_seed_{name}")
+    source = re.sub(r"#define UNROLL_M \d+", "#define UNROLL_M 6", seed.SOURCE)
+    source = re.sub(r"#define VEC_N \d+", "#define VEC_N 1", source)
+    assert source.count("UNROLL_M 6") == 1 and source.count("VEC_N 1") == 1, name
+    monkeypatch.setattr(seed, "SOURCE", source)
+    check_without_avx512(name, seed, tmp_path, monkeypatch)
+
+
 def test_simd_exp_seeds_are_found():
     assert "softmax" in SIMD_EXP_SEEDS
 
