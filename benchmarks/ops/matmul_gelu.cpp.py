@@ -196,11 +196,22 @@ static inline void micro_kernel(int64_t kc, const float* restrict a, const float
                 }
             }
             for (int r = 0; r < 4 && r0 + r < mr; ++r) {
-                float sum[16];
-                memcpy(sum, acc[r], sizeof sum);
-                for (int j = 0; j < 16 && j0 + j < nr; ++j) {
-                    float* p = c + (r0 + r) * ldc + j0 + j;
-                    *p = overwrite ? sum[j] : *p + sum[j];
+                float* p = c + (r0 + r) * ldc + j0;
+                if (j0 + 16 <= nr) {  /* a whole row of the block: two vector stores */
+                    vec8 c0 = acc[r][0], c1 = acc[r][1];
+                    if (!overwrite) {
+                        vec8 o0, o1;
+                        memcpy(&o0, p, sizeof o0);
+                        memcpy(&o1, p + 8, sizeof o1);
+                        c0 += o0;
+                        c1 += o1;
+                    }
+                    memcpy(p, &c0, sizeof c0);
+                    memcpy(p + 8, &c1, sizeof c1);
+                } else {
+                    float sum[16];
+                    memcpy(sum, acc[r], sizeof sum);
+                    for (int j = 0; j < 16 && j0 + j < nr; ++j) p[j] = overwrite ? sum[j] : p[j] + sum[j];
                 }
             }
         }
