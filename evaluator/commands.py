@@ -30,8 +30,9 @@ class Load(_Wire):
     """Load the task (both roles) and, in the candidate's worker, import the candidate. `init_seeds`: one per shape
     variant. `builds`: ask the driver for each load_inline/load_c build (`build_stage.py`); `collect`: record the
     builds only (the ahead-of-time build stage). `copy_grants`: the store ledger's copy grants around each watched
-    call (the driver's `backend.names_triton`, sent alike to both roles, which pay the same watch). `draws`: the fast
-    draws' library (base64; `fast_draws.py`), the same bytes to both roles, or None: PyTorch draws."""
+    call (the driver's `backend.names_triton`, sent alike to both roles, which pay the same watch). `harness_library`:
+    the harness's native library (base64; `harness_library.py`: the fast draws and the line flush), the same bytes to
+    both roles, or None: PyTorch draws, and cold calls are evicted by reading a buffer."""
 
     NAME: ClassVar[str] = "load"
     task_source: str
@@ -46,7 +47,7 @@ class Load(_Wire):
     build_mode: str = "check"
     collect: bool = False
     copy_grants: bool = True
-    draws: str | None = None
+    harness_library: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,9 @@ A GPU's roofline comes from its datasheet (`agents/device_facts.py`); a CPU's ca
 neighbours vary), so it is measured once per device and kept in the store (`Store.set_device_peaks`):
 
 - copy bandwidth: the best of several OpenMP copies of `copy_bytes` (half read, half written, as STREAM's "Copy"
-  counts), each timed as the evaluator times a kernel (`CallTimer`): its input pushed out of the caches first, the
-  OpenMP pool asleep until the call wakes it (passive waiting), the timer's own cost taken off. `copy_bytes` is
+  counts), each timed as the evaluator times a kernel (`CallTimer`): its input pushed out of the caches first and
+  its output after (their lines flushed, `line_flush.py`, since 2026-11-25), the OpenMP pool asleep until the call
+  wakes it (passive waiting), the timer's own cost taken off. `copy_bytes` is
   64 MiB moved, about the median memory-bound built-in task's bytes; the output is written once before timing and
   reused, so page faults (the allocator's cost, not the memory's) are not counted;
 - peak FLOP/s: the best of several runs of a loop of independent vector FMAs (enough accumulators to cover the FMA
@@ -39,13 +40,14 @@ from dataclasses import dataclass
 
 import torch
 
+from evaluator.harness_library import local_flush
 from evaluator.native import NativeLibrary, load_c
 from evaluator.timing import CallTimer
 
 COPY_BYTES = 64 << 20  # moved: 32 MiB read, 32 MiB written
 FMA_ITERS = 20_000_000
 REPEATS = 7
-COPY_REPEATS = 15  # each a cold call of about 1.5 ms after an eviction of about 5 ms
+COPY_REPEATS = 15  # each a cold call of about 1.5 ms between flushes of its lines of about 1 ms
 
 SOURCE = r"""
 #include <stdint.h>
@@ -103,7 +105,7 @@ double fma_loop(int64_t iters, float* restrict out) {
 FMAS_PER_STEP = 12  # ACC: each FMA is 2 FLOPs per lane
 # Names how the figures below are measured; change it whenever the method changes, so that a store holding peaks
 # measured the old way measures them again (`opforge/run/peaks.py`) instead of judging new kernels against them.
-METHOD = "timed-copy-64MiB/fma-intrinsics"
+METHOD = "timed-copy-64MiB-flushed-lines/fma-intrinsics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,7 @@ def _best_copy_s(lib: NativeLibrary, n: int, repeats: int) -> float:
         return dst
 
     copy(src)
-    timer = CallTimer(torch.device("cpu"), cold_from_bytes=0)
+    timer = CallTimer(torch.device("cpu"), cold_from_bytes=0, flush=local_flush())
     timer.calibrate()
     return min(timer.time_call(copy, [src])[0] for _ in range(max(1, repeats))) / 1e3
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evaluator import fast_draws, policy
+from evaluator import harness_library, policy
 from evaluator.build_cache import BuildCache
 from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_in_triton_interpreter
 from evaluator.build_stage import BuildServer, ask_load, build_mode, load_candidate
@@ -247,7 +247,7 @@ class LocalEvaluator:
                     init_seeds=tuple(fresh_seed() for _ in range(64)),
                     interpreter_shape=runs_in_triton_interpreter(candidate.source, kind),
                     require_kernels=not cfg.allow_torch, copy_grants=names_triton(candidate.source),
-                    draws=fast_draws.library_text())
+                    harness_library=harness_library.library_text())
 
     def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, reply: dict[str, Any],
               trial_runs: TrialRuns, cand: WorkerConnection, builds: BuildServer) -> Loaded:

@@ -14,10 +14,10 @@ every input and the generator's later draws (dropout in a forward) depend on it 
 `generator=`, an `out=`, a float64 or integer dtype, a strided `_like` source or fewer than `MIN_VALUES` values is
 left to PyTorch.
 
-Bit-identical in both workers: the driver builds the library once per machine (the native build cache) and sends
-the same bytes to both (`Load.draws`); each value depends on (key, i) only, never on the thread count or on where a
-vector loop's tail falls (no contraction into FMAs, no library math: log, sin and cos are polynomials here). A
-driver without a C compiler sends none, and both workers then draw with PyTorch, as before.
+Bit-identical in both workers: the functions are part of the harness's library, which the driver builds once per
+machine and sends as the same bytes to both (`harness_library.py`); each value depends on (key, i) only, never on
+the thread count or on where a vector loop's tail falls (no contraction into FMAs, no library math: log, sin and cos
+are polynomials here). A driver without a C compiler sends none, and both workers then draw with PyTorch, as before.
 
 Nothing here is a defence: what a candidate does to its own worker's draws only changes its own inputs, and its
 kept outputs are recomputed by the reference worker from the same seed.
@@ -25,23 +25,14 @@ kept outputs are recomputed by the reference worker from the same seed.
 
 from __future__ import annotations
 
-import base64
 import functools
-import logging
-import tempfile
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from evaluator.native import NativeLibrary
-from evaluator.native_build import build_once, entry_key, open_cache
-from evaluator.native_spec import NativeSpec
-
-log = logging.getLogger(__name__)
 
 MIN_VALUES = 1 << 14  # smaller draws cost microseconds either way: PyTorch's own
-NAME = "opforge_draws"
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno", "-ffp-contract=off")
 SOURCE = r"""
 #include <stdint.h>
@@ -113,38 +104,12 @@ _FACTORY_KWARGS = {"dtype", "device", "requires_grad", "layout", "pin_memory"}
 _LIKE_KWARGS = {"dtype", "device", "requires_grad", "layout", "memory_format"}
 
 
-def _spec() -> NativeSpec:
-    return NativeSpec.from_call(NAME, SOURCE, list(FUNCTIONS), list(FLAGS))
-
-
-@functools.cache
-def library_text() -> str | None:
-    """The driver's side: the library's bytes (base64, for `Load.draws`), built once per machine and compiler and
-    kept in the native build cache; None where it cannot be built (both workers then draw with PyTorch)."""
-    spec = _spec()
-    cache = open_cache()
-    if cache is not None:
-        outcome = cache.get_or_build(spec, context="fast draws")
-    else:
-        with tempfile.TemporaryDirectory(prefix="draws-build-") as work:
-            outcome = build_once(spec, entry_key(spec), Path(work), timeout_s=120)
-    if outcome.status != "built":
-        why = next(iter((outcome.log or "").strip().splitlines()[-1:]), outcome.status)
-        log.warning("a task's random inputs on a CPU are drawn by PyTorch here (one thread: slower timed calls); the "
-                    "fast draws' library did not build: %s", why)
-        return None
-    return base64.b64encode(outcome.library).decode("ascii")
-
-
 class FastDraws:
     """The workers' side: the library loaded from the driver's bytes, and the draws it takes over."""
 
-    def __init__(self, text: str) -> None:
-        """Loaded through `load_c`'s own loader (`NativeLibrary`), the one whose ctypes use the audit hook allows in
-        a candidate's worker; its calls are not counted as the candidate's kernel launches."""
-        path = Path(tempfile.mkdtemp(prefix="draws-")) / f"lib{NAME}.so"
-        path.write_bytes(base64.b64decode(text))
-        library = NativeLibrary(NAME, _spec().prototypes(), path, counted=False)
+    def __init__(self, library: NativeLibrary) -> None:
+        """`library`: the harness's (`harness_library.load`), loaded through `load_c`'s own loader, the one whose
+        ctypes use the audit hook allows in a candidate's worker; its calls are not counted as kernel launches."""
         self._fill: dict[str, Callable[..., None]] = {kind: getattr(library, name)
                                                        for kind, name in zip(("normal", "uniform"), FUNCTIONS)}
         self._redraw = library.redraw_normal_f32

@@ -46,15 +46,12 @@ def time_calls(self: Worker, cmd: Time) -> None:
             # sends: what lies between is the same code in both roles (the pool's wake, the call in its watch,
             # the copy check, the copies of the outputs), none of the checks only the candidate pays, and not
             # the profiler's stop, whose cost follows the number of operators a call ran
-            # (`clock_checks._cross_check_calls`). An eviction (a read of four last-level caches, tenths of a second
-            # on a busy machine) comes before, the wake of a pool right before the call, as it did.
-            evicts = timer.evicts(inputs)
-            if evicts:
-                timer.evict(inputs)  # a PyTorch op of the harness's own: before the watch opens
+            # (`clock_checks._cross_check_calls`). The eviction of a cold call's inputs comes before (the harness's
+            # own work, outside the watch), the wake of the pool right before the call.
+            evicts = timer.evict(inputs)
             self.send({"status": "armed"})
             parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
-            if not evicts:
-                timer.evict(inputs)
+            timer.wake()
             call: dict[str, Any] = {}
             with self._timed_watch(seen, closing=lambda: _close_timed_call(self, call)):
                 call["ms"], call["out"] = timer.time_call(model, inputs, evicted=True)
@@ -66,6 +63,8 @@ def time_calls(self: Worker, cmd: Time) -> None:
             if self.enforce and any(problems):
                 self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                 return
+            if evicts:
+                timer.forget(outputs + kept)
             del out, outputs, inputs, call
             after = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
             if after.keep:

@@ -2,9 +2,10 @@
 
 One code path for every device, its clock injected: CPU, a monotonic nanosecond clock around the call; GPU, CUDA
 events on the current stream around the call after an L2 flush (as `triton.testing.do_bench`). Both time a call from
-a cold cache where a real pipeline would have one: on the CPU, inputs of half the last-level cache or more are pushed
-out of every cache level first (`evict`), since drawing a call's fresh inputs just left up to a last-level cache's
-worth of them in it (31 MiB inputs then ran at cache speed, past the memory's bandwidth). A device-wide
+a cold cache where a real pipeline would have one: on the CPU, inputs of half the last-level cache or more (at most
+16 MiB) are pushed out of every cache level first (`evict`, their own lines flushed: `line_flush.py`), since drawing
+a call's fresh inputs just left up to a last-level cache's worth of them in it (31 MiB inputs then ran at cache
+speed, past the memory's bandwidth), and the call's outputs after it. A device-wide
 synchronize after the end mark tells how long work left on other streams kept the device busy (a fact the driver
 judges). Every primitive is captured when the timer is built, before any candidate code exists.
 """
@@ -128,13 +129,20 @@ def cpu_flush_bytes(cache_dir: Path = CACHE_DIR) -> int:
     return 4 * _llc_bytes(cache_dir)
 
 
+# The most a CPU call's inputs may total and still be timed as a pipeline would find them, in cache. A virtual
+# machine's sysfs reports its socket's whole last-level cache, which other tenants share: 480 MiB on one host this
+# project ran on, where half of it would have left every built-in task's inputs warm. 16 MiB is about what two to
+# eight cores hold of a current server's last-level cache.
+COLD_FROM_MAX_BYTES = 16 * 2**20
+
+
 def cpu_cold_from_bytes(cache_dir: Path = CACHE_DIR) -> int:
-    """Half the last-level cache: inputs smaller than that would be in cache in a real pipeline too (the operator that
-    produced them just wrote them, and they fit beside an output of their own size), and the flush, which reads four
-    such caches, costs far more than such a call (9 ms before a 0.05 ms ReLU over 1 MiB). Larger inputs could not
-    stay cached in a pipeline, yet drawing them leaves a cache's worth of them there: those calls are timed cold.
-    (Until 2026-11-24 the bound was a core's L2, 1 MiB here; see docs/EVALUATOR.md, "Timing".)"""
-    return _llc_bytes(cache_dir) // 2
+    """Half the last-level cache, at most `COLD_FROM_MAX_BYTES`: inputs smaller than that would be in cache in a real
+    pipeline too (the operator that produced them just wrote them, and they fit beside an output of their own size).
+    Larger inputs could not stay cached in a pipeline, yet drawing them leaves a cache's worth of them there: those
+    calls are timed cold. (Until 2026-11-24 the bound was a core's L2, 1 MiB here; until 2026-11-25 half the
+    last-level cache whatever its size; see docs/EVALUATOR.md, "Timing".)"""
+    return min(_llc_bytes(cache_dir) // 2, COLD_FROM_MAX_BYTES)
 
 
 class CallTimer:
@@ -145,17 +153,21 @@ class CallTimer:
     another stream, which a mark on the current stream does not wait for): `left_running_ms`, a fact the driver judges.
     """
 
-    def __init__(self, device: torch.device, clock: Any = None, cold_from_bytes: int | None = None):
+    def __init__(self, device: torch.device, clock: Any = None, cold_from_bytes: int | None = None,
+                 flush: Callable[[list[Any]], int] | None = None):
+        """`flush`: on a CPU, the harness library's line flush (`line_flush.LineFlush`), which evicts a cold call's
+        own memory; without one, a cold call is evicted by reading a buffer of four last-level caches."""
         self.device = device
         self.cuda = device.type == "cuda"
         if clock is None:
             clock = CudaEventClock(device) if self.cuda else HostClock()
         self.clock = clock
         self._evicts = not self.cuda and isinstance(clock, HostClock)
-        # The eviction buffer: the zygote's where it prepared one (`prepare_cpu_flush`), else written at the first
-        # call that needs it (a one-shot evaluation's zygotes skip it, and so does any zygote of a CPU whose buffer
-        # is past `PREPARE_AHEAD_MAX_BYTES`).
-        self._evict_buf = _prepared_buffer() if self._evicts else None
+        self._flush_lines = flush if self._evicts else None
+        # Without a line flush, the eviction buffer: the zygote's where it prepared one (`prepare_cpu_flush`), else
+        # written at the first call that needs it (a one-shot evaluation's zygotes skip it, and so does any zygote
+        # of a CPU whose buffer is past `PREPARE_AHEAD_MAX_BYTES`).
+        self._evict_buf = _prepared_buffer() if self._evicts and self._flush_lines is None else None
         self._read = torch.Tensor.max
         # Below the eviction's bound, a reduction over one value seen GRAIN_ELEMENTS times per thread (stride 0: it
         # reads one cache line) wakes every OpenMP thread right before the call, as the eviction's read does above it.
@@ -199,23 +211,26 @@ class CallTimer:
         self.settle_overhead_ms = statistics.median(r[1] for r in runs)
         return self.overhead_ms
 
+    @property
+    def flushes_lines(self) -> bool:
+        """Whether cold calls are evicted line by line (`line_flush.py`) rather than by reading a buffer."""
+        return self._flush_lines is not None
+
     def evicts(self, args: list[Any]) -> bool:
-        """Whether `evict(args)` reads the eviction buffer (rather than only waking the pool)."""
+        """Whether `evict(args)` evicts: a CPU call whose inputs reach `cpu_cold_from_bytes`."""
         return self._pool_waker is not None and bool(args) and self.args_bytes(args) >= self.cold_from_bytes
 
     def evict(self, args: list[Any]) -> bool:
-        """On a CPU, before a call whose inputs reach half the last-level cache (`cpu_cold_from_bytes`): read the
-        eviction buffer on every OpenMP thread, so the call reads its inputs from memory, not from the caches that
-        drawing them just filled. Before a smaller call: wake every OpenMP thread (about 0.05 ms, no memory read), so
-        that a parallel call does not start by waiting for sleeping threads (passive waiting, `sandbox.py`): without
-        it, a 256x1024 eager ReLU's interquartile range was 40 times its median on a loaded machine, 0.2-0.6 times
-        with it. A PyTorch op either way: the worker runs it before the profiler starts watching the call. Returns
-        whether it evicted."""
-        if self._pool_waker is None:
+        """On a CPU, before a call whose inputs reach `cpu_cold_from_bytes`: push the inputs out of every cache level,
+        so the call reads them from memory, not from the caches that drawing them just filled. With a line flush,
+        their own lines go (about 1 ms for 31 MiB on 2 cores); without, every OpenMP thread reads the eviction buffer
+        of four last-level caches. Runs no candidate code: the worker calls it before the profiler watches the call.
+        Returns whether it evicted."""
+        if not self.evicts(args):
             return False
-        if not args or self.args_bytes(args) < self.cold_from_bytes:
-            self._wake(self._pool_waker)
-            return False
+        if self._flush_lines is not None:
+            self._flush_lines(args)
+            return True
         if self._evict_buf is None:
             self._evict_buf = _evict_buffer(cpu_flush_bytes())
         if self._evict_buf is None:
@@ -223,15 +238,41 @@ class CallTimer:
         self._read(self._evict_buf)
         return True
 
+    def forget(self, values: list[Any]) -> None:
+        """After a cold call, with a line flush: its outputs and the harness's copies of them flushed too, as the
+        buffer's read evicted them, so that the next call writes to no line this one left cached."""
+        if self._flush_lines is not None:
+            self._flush_lines(values)
+
+    def wake(self) -> None:
+        """On a CPU, right before a call: wake every OpenMP thread of PyTorch's pool (about 0.05 ms, no memory read),
+        so that a parallel call does not start by waiting for sleeping threads (passive waiting, `sandbox.py`):
+        without it, a 256x1024 eager ReLU's interquartile range was 40 times its median on a loaded machine, 0.2-0.6
+        times with it. A PyTorch op of the harness's: the worker runs it before the profiler watches the call."""
+        if self._pool_waker is not None:
+            self._wake(self._pool_waker)
+
     def time_call(self, fn: Callable[..., Any], args: list[Any], evicted: bool = False) -> tuple[float, Any]:
         """Milliseconds of one call (the empty call's cost taken off), and its result. `evicted`: the caller has run
-        `evict(args)` itself (outside the profiler's watch)."""
+        `evict(args)` and `wake()` itself (outside the profiler's watch), and `forget`s the outputs after its copies
+        of them; otherwise a cold call's outputs are forgotten here, right after the call."""
+        cold = False
         if not evicted:
-            self.evict(args)
+            cold = self.evict(args)
+            self.wake()
         raw_ms, settled_ms, out = self._raw(fn, args)
         ms = max(raw_ms - self.overhead_ms, self.clock.resolution_ms)
         self.left_running_ms = max(0.0, (settled_ms - self.settle_overhead_ms) - ms)
+        if cold:
+            self.forget(_tensors_of(out))
         return ms, out
+
+
+def _tensors_of(out: Any) -> list[Any]:
+    """A call's result as a list to flush: itself, or the items of exactly a tuple or list (a subclass's `__iter__`
+    would run a candidate's code; `LineFlush` then takes exact tensors only)."""
+    kind = type(out)
+    return list.copy(out) if kind is list else [*tuple.__iter__(out)] if kind is tuple else [out]
 
 
 def back_to_back(fn: Callable[..., Any], args: list[Any], timer: CallTimer, seconds: float) -> int:

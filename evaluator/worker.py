@@ -13,13 +13,14 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import call_watch, interpreter_gaps, timed_calls, timing, torch_profile
+from evaluator import call_watch, harness_library, interpreter_gaps, timed_calls, timing, torch_profile
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
 from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, Profile, Run, Time, parse
 from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
+from evaluator.line_flush import LineFlush
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
@@ -73,11 +74,12 @@ class Worker:
     def cmd_load(self, cmd: Load) -> None:
         device = torch.device(cmd.device)
         try:
-            draws = FastDraws(cmd.draws) if cmd.draws else None
-        except (OSError, ValueError) as exc:  # both workers draw alike: no falling back to PyTorch's draws alone
-            self.send({"status": "runtime_error", "reason": f"the fast draws' library did not load: {exc}",
+            library = harness_library.load(cmd.harness_library) if cmd.harness_library else None
+        except (OSError, ValueError) as exc:  # both workers draw and evict alike: no falling back in one alone
+            self.send({"status": "runtime_error", "reason": f"the harness's native library did not load: {exc}",
                        "log": tail()})
             return
+        draws = FastDraws(library) if library is not None else None
         try:
             self.rt = TaskRuntime(cmd.task_source, cmd.task_name, str(device), cmd.interpreter_shape, draws)
         except Exception as exc:
@@ -88,7 +90,7 @@ class Worker:
         self.compiled = cmd.compile
         self.require_kernels = cmd.require_kernels
         self.copy_grants = cmd.copy_grants
-        self.timer = timing.CallTimer(device)
+        self.timer = timing.CallTimer(device, flush=LineFlush.of(library) if device.type == "cpu" else None)
         self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
         self.models.clear()
         self.guards.take_snapshot(dispatcher=self.enforce)

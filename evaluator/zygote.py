@@ -120,11 +120,12 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
         # Last, once every module the zygote imports is loaded: what each worker's audit hook finds among them.
         from evaluator import audit_hook
         audit_hook.prepare_ahead()
-    if device == "cpu" and flush_ahead:
-        # The CPU timer's eviction buffer (four last-level caches), shared by every forked worker, up to 256 MiB
-        # (`timing.PREPARE_AHEAD_MAX_BYTES`: 2.1 s of CPU at the 1.9 GB of a VM that reports a 480 MiB cache); a
-        # zygote that forks one worker only skips it: most tasks' inputs are below the eviction's bound, and a
-        # worker whose are not writes its own.
+    from evaluator.native_build import compiler
+    if device == "cpu" and flush_ahead and compiler("c") is None:
+        # Where no compiler builds the harness's line flush (`line_flush.py`), the CPU timer's eviction buffer (four
+        # last-level caches), shared by every forked worker, up to 256 MiB (`timing.PREPARE_AHEAD_MAX_BYTES`: 2.1 s
+        # of CPU at the 1.9 GB of a VM that reports a 480 MiB cache); a zygote that forks one worker only skips it:
+        # most tasks' inputs are below the eviction's bound, and a worker whose are not writes its own.
         from evaluator import timing
         timing.prepare_cpu_flush()
 

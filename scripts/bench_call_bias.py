@@ -35,6 +35,7 @@ def bare_median_us(timer: timing.CallTimer, fn: object, calls: int = 400) -> flo
     for _ in range(calls):
         x = torch.randn(64)
         timer.evict([x])
+        timer.wake()
         samples.append(timer.time_call(fn, [x], evicted=True)[0] * 1e3)  # type: ignore[arg-type]
     return statistics.median(samples)
 

@@ -36,6 +36,7 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 import torch  # noqa: E402
 
 from evaluator.cpu_peaks import COPY_BYTES, _library, copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.harness_library import local_flush  # noqa: E402
 from evaluator.timing import CallTimer  # noqa: E402
 
 MIB = 1 << 20
@@ -96,7 +97,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=30, help="calls of each variant, in shuffled rounds")
     args = parser.parse_args()
     load = os.getloadavg()
-    timer = CallTimer(torch.device("cpu"), cold_from_bytes=0)  # every call evicted, whatever its size
+    timer = CallTimer(torch.device("cpu"), cold_from_bytes=0, flush=local_flush())  # every call evicted
     timer.calibrate()
     table = variants(timer)
     times: dict[str, list[float]] = {k: [] for k in table}

@@ -34,7 +34,8 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 import torch  # noqa: E402
 
 from evaluator import heap  # noqa: E402
-from evaluator.fast_draws import FastDraws, library_text  # noqa: E402
+from evaluator.fast_draws import FastDraws  # noqa: E402
+from evaluator.harness_library import library_text, load  # noqa: E402
 from evaluator.task_runtime import TaskRuntime, _redraw  # noqa: E402
 
 VALUES = 1984 * 4096
@@ -66,9 +67,9 @@ def main() -> None:
     args = parser.parse_args()
     text = library_text()
     if text is None:
-        raise SystemExit("bench_draws: the fast draws' library did not build here (no C compiler?)")
+        raise SystemExit("bench_draws: the harness's native library did not build here (no C compiler?)")
     heap.keep_freed_memory()  # as in a worker: no fresh pages per draw
-    table = cases(FastDraws(text), [t for t in args.tasks.split(",") if t])
+    table = cases(FastDraws(load(text)), [t for t in args.tasks.split(",") if t])
     times: dict[tuple[str, int], list[float]] = {(name, way): [] for name in table for way in (0, 1)}
     for fns in table.values():  # once each, untimed: first-use set-up and the heap's first pages
         fns[0]()

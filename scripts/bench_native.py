@@ -54,6 +54,7 @@ import torch  # noqa: E402
 from benchmarks import builtin_task, seed_path, suite_tasks  # noqa: E402
 from evaluator import load_task  # noqa: E402
 from evaluator.cpu_peaks import CpuPeaks, copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.harness_library import local_flush  # noqa: E402
 from evaluator.heap import keep_freed_memory, minor_faults  # noqa: E402
 from evaluator.native_build import CACHE_ENV  # noqa: E402
 from evaluator.task_work import task_work  # noqa: E402
@@ -119,7 +120,7 @@ def _interleaved_ms(calls: dict[str, tuple], budget_s: float,
     budget, by the evaluator's own timer: the same cold-cache rule before each call as in an evaluation; the median
     minor page faults of each one's timed calls (eviction included); and the median over rounds of each one's time
     over the native seed's in the same round (the sides of a round share the machine's load of that moment)."""
-    timer = CallTimer(torch.device("cpu"))
+    timer = CallTimer(torch.device("cpu"), flush=local_flush())
     timer.calibrate()
     times: dict[str, list[float]] = {k: [] for k in calls}
     faults: dict[str, list[int]] = {k: [] for k in calls}

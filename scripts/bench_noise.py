@@ -128,8 +128,9 @@ def in_process_ms(task_name: str, budget_s: float, contend: bool = False) -> tup
     native = seed.ModelNew(*init)
     native.load_state_dict(model.state_dict())
     inputs = task.get_inputs()
+    from evaluator.harness_library import local_flush
     from evaluator.timing import CallTimer
-    timer = CallTimer(torch.device("cpu"))  # the evaluator's timer: the same cold-cache rule before each call
+    timer = CallTimer(torch.device("cpu"), flush=local_flush())  # the evaluator's timer and cold-cache rule
     timer.calibrate()
     times: dict[str, list[float]] = {"eager": [], "native": []}
     spinner = subprocess.Popen([sys.executable, "-c", SPIN, str(max(os.sched_getaffinity(0)))]) if contend else None

@@ -41,6 +41,7 @@ import torch  # noqa: E402
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import load_task  # noqa: E402
 from evaluator.cpu_peaks import copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.harness_library import local_flush  # noqa: E402
 from evaluator.heap import keep_freed_memory  # noqa: E402
 from evaluator.task_work import task_work  # noqa: E402
 from evaluator.timing import CallTimer  # noqa: E402
@@ -98,7 +99,7 @@ def measure(name: str, revision: str, budget_s: float, copy_gbps: float, folder:
             calls[key] = (candidate, inputs)
         calls["copy"] = (copy, [source])
         calls["eager"] = (model, inputs)
-        timer = CallTimer(torch.device("cpu"))
+        timer = CallTimer(torch.device("cpu"), flush=local_flush())
         timer.calibrate()
         times: dict[str, list[float]] = {k: [] for k in calls}
         start, rounds = time.perf_counter(), 0

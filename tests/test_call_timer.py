@@ -132,6 +132,8 @@ def test_the_cpu_eviction_reads_four_times_the_last_level_cache_sysfs_reports(tm
     assert timing.cpu_cold_from_bytes(tmp_path) == 4 * 2**20  # half the last-level cache, not the 2 MiB L2
     assert timing.cpu_cold_from_bytes(tmp_path / "missing") == timing.DEFAULT_LLC_BYTES // 2
     assert timing.cpu_flush_bytes(tmp_path / "missing") == 4 * timing.DEFAULT_LLC_BYTES
+    (tmp_path / "index2" / "size").write_text("491520K")  # a VM's report of its socket's shared 480 MiB
+    assert timing.cpu_cold_from_bytes(tmp_path) == timing.COLD_FROM_MAX_BYTES == 16 * 2**20
 
 
 def test_a_cpu_timer_evicts_large_inputs_only_and_only_once_when_the_caller_did(monkeypatch):
@@ -147,7 +149,7 @@ def test_a_cpu_timer_evicts_large_inputs_only_and_only_once_when_the_caller_did(
     assert timing.CallTimer(torch.device("cpu"), RecordingClock())._evict_buf is None  # a test clock: nothing real
 
 
-def test_a_cpu_timer_wakes_the_thread_pool_before_a_call_it_does_not_evict(monkeypatch):
+def test_a_cpu_timer_wakes_the_thread_pool_right_before_every_call(monkeypatch):
     timer = timing.CallTimer(torch.device("cpu"))
     wakes: list[int] = []
     reads: list[int] = []
@@ -155,10 +157,51 @@ def test_a_cpu_timer_wakes_the_thread_pool_before_a_call_it_does_not_evict(monke
     monkeypatch.setattr(timer, "_read", lambda buf: reads.append(buf.numel()))
     timer.time_call(lambda x: x, [torch.zeros(16)])
     assert reads == [] and wakes == [timing.GRAIN_ELEMENTS * max(2, torch.get_num_threads())]
-    timer.time_call(lambda x: x, [torch.zeros(timer.cold_from_bytes // 4)])  # evicted: the read wakes them
-    assert len(reads) == 1 and len(wakes) == 1
+    timer.time_call(lambda x: x, [torch.zeros(timer.cold_from_bytes // 4)])  # evicted first, then woken
+    assert len(reads) == 1 and len(wakes) == 2
     waker = timer._pool_waker
     assert waker is not None and waker.stride() == (0,)  # one value read over and over: no cache line displaced
+
+
+class RecordingFlush:
+    """A line flush that records what it was given (`line_flush.LineFlush`'s seam)."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.flushed: list[list[object]] = []
+
+    def __call__(self, values: list[object]) -> int:
+        self.log.append("lines")
+        self.flushed.append(list(values))
+        return 0
+
+
+def test_with_a_line_flush_a_cold_call_flushes_its_inputs_before_and_its_outputs_after_and_reads_no_buffer(
+        monkeypatch):
+    log: list[str] = []
+    flush = RecordingFlush(log)
+    timer = timing.CallTimer(torch.device("cpu"), cold_from_bytes=4096, flush=flush)
+    assert timer.flushes_lines and timer._evict_buf is None  # no buffer written or kept
+    monkeypatch.setattr(timer, "_read", lambda buf: log.append("read"))
+    monkeypatch.setattr(timer, "_wake", lambda buf: log.append("wake"))
+    small, large = [torch.zeros(16), 3], [torch.zeros(1024), 3]
+    timer.time_call(lambda x, n: (x + 1, x), small)
+    assert log == ["wake"] and flush.flushed == []
+    log.clear()
+    out, other = timer.time_call(lambda x, n: (x + 1, "not a tensor"), large)[1]
+    assert log == ["lines", "wake", "lines"]  # inputs before the wake, outputs after the call
+    assert flush.flushed[0] == large and flush.flushed[1][0] is out and flush.flushed[1][1] == other
+    log.clear()
+    assert timer.evict(large) and log == ["lines"]  # the worker's way: it evicts, wakes and forgets itself
+    timer.time_call(lambda x, n: x, large, evicted=True)
+    assert log == ["lines"]
+    timer.forget([out])
+    assert flush.flushed[-1] == [out]
+
+
+def test_a_timer_on_another_clock_takes_no_line_flush():
+    timer = timing.CallTimer(torch.device("cpu"), RecordingClock(), flush=RecordingFlush([]))
+    assert not timer.flushes_lines  # a device clock (a GPU's, a test's) flushes its own way
 
 
 def test_without_a_prepared_eviction_buffer_a_cpu_timer_writes_one_at_its_first_large_call_only(monkeypatch):

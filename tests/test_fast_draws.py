@@ -15,7 +15,8 @@ from evaluator.commands import Load
 from evaluator.guards import Guards
 from evaluator.wire import Channel
 from evaluator.worker import Worker
-from evaluator.fast_draws import MIN_VALUES, FastDraws, library_text
+from evaluator.fast_draws import MIN_VALUES, FastDraws
+from evaluator.harness_library import library_text, load
 from evaluator.task_runtime import TaskRuntime
 
 pytestmark = pytest.mark.skipif(library_text() is None, reason="no C compiler here: inputs are drawn by PyTorch")
@@ -51,7 +52,7 @@ def _inputs(text: str | None, seed: int, threads: int = 2, task: str = TASK) -> 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return TaskRuntime(task, "draws", "cpu", draws=FastDraws(text) if text else None).inputs(0, seed)
+        return TaskRuntime(task, "draws", "cpu", draws=FastDraws(load(text)) if text else None).inputs(0, seed)
     finally:
         torch.set_num_threads(before)
 
@@ -104,7 +105,7 @@ def get_init_inputs():
 
 
 def test_the_default_generator_moves_on_from_the_seed_after_a_fast_draw(text):
-    rt = TaskRuntime(TASK, "draws", "cpu", draws=FastDraws(text))
+    rt = TaskRuntime(TASK, "draws", "cpu", draws=FastDraws(load(text)))
     rt.inputs(0, 9)
     first = torch.rand(4)  # what a forward that draws (dropout) would see next
     rt.inputs(0, 9)
@@ -120,12 +121,12 @@ def test_a_worker_that_cannot_load_the_library_says_so():
     try:
         worker = Worker(Channel(a, "n" * 32), "reference", Guards())
         worker.cmd_load(Load(task_source=TASK, task_name="draws", device="cpu", init_seeds=(0,),
-                             draws="bm90IGFuIEVMRg=="))
+                             harness_library="bm90IGFuIEVMRg=="))
         reply, _ = Channel(b, "n" * 32).recv(10)
     finally:
         a.close()
         b.close()
-    assert reply["status"] == "runtime_error" and "fast draws" in reply["reason"]
+    assert reply["status"] == "runtime_error" and "harness's native library" in reply["reason"]
     assert worker.rt is None
 
 
@@ -145,8 +146,8 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
-    first = TaskRuntime(task, "redraw", "cpu", draws=FastDraws(text))
-    second = TaskRuntime(task, "redraw", "cpu", draws=FastDraws(text))
+    first = TaskRuntime(task, "redraw", "cpu", draws=FastDraws(load(text)))
+    second = TaskRuntime(task, "redraw", "cpu", draws=FastDraws(load(text)))
     sym, halves, zeros = first.inputs(0, 21, "normal")
     assert torch.equal(sym, sym.t()) and torch.equal(halves[:50_000], halves[50_000:])
     assert halves.dtype == torch.float64 and bool((zeros == zeros[0]).all())
@@ -161,7 +162,7 @@ def get_init_inputs():
 def test_draws_on_another_device_are_left_to_that_devices_generator(text):
     """A GPU run draws on the GPU (its own generator, already fast): the library takes CPU draws only. The device is
     read from the call and from the default device, as a GPU run's `torch.device` context sets it (meta here)."""
-    draws = FastDraws(text)
+    draws = FastDraws(load(text))
     assert draws.draw(torch.randn, (70_000,), {"device": torch.device("meta")}) is None
     assert draws.draw(torch.rand_like, (torch.empty(70_000, device="meta"),), {}) is None
     assert draws.draw(torch.Tensor.normal_, (torch.empty(70_000, device="meta"),), {}) is None

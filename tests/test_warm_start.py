@@ -99,13 +99,19 @@ def test_only_the_candidates_zygote_imports_dynamo(role: str, dynamo: bool):
     assert proc.stdout.split()[-2:] == [str(dynamo), "True"]
 
 
-def test_a_zygote_writes_the_cpu_eviction_buffer_before_it_forks_unless_told_not_to():
-    """Four last-level caches of real pages (here 8 MiB, whatever this machine's): shared by every worker of a zygote
-    that forks many, left to the worker that needs it where the zygote forks one (a cold `opforge eval`)."""
+def test_a_zygote_writes_the_cpu_eviction_buffer_only_where_no_compiler_builds_the_line_flush():
+    """Four last-level caches of real pages (here 8 MiB, whatever this machine's), for the timer's fallback eviction:
+    shared by every worker of a zygote that forks many, left to the worker that needs it where the zygote forks one
+    (a cold `opforge eval`), and not written at all where a C compiler builds the harness's line flush, which evicts
+    a cold call's own lines instead (`line_flush.py`)."""
     proc = _python("""
+        import os
         from evaluator import timing
         from evaluator.zygote import warm_imports
         timing.cpu_flush_bytes = lambda *_: 8 * 2**20
+        warm_imports("reference", "cpu")
+        print(timing._prepared is None, end=" ")
+        os.environ["PATH"], os.environ["CC"] = "/nonexistent", ""  # no gcc, no cc
         warm_imports("reference", "cpu", flush_ahead=False)
         print(timing._prepared is None, end=" ")
         warm_imports("reference", "cpu")
@@ -113,7 +119,7 @@ def test_a_zygote_writes_the_cpu_eviction_buffer_before_it_forks_unless_told_not
         print(prepared is not None and prepared.numel() * 4 == timing.cpu_flush_bytes() and bool(prepared[-1] != 0))
     """)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split()[-2:] == ["True", "True"]
+    assert proc.stdout.split()[-3:] == ["True", "True", "True"]
 
 
 def test_the_op_trace_imports_no_dynamo_and_still_keeps_it_out_once_loaded():
