@@ -69,9 +69,10 @@ def test_an_evaluation_through_a_forked_reference_zygote_is_correct_and_the_zygo
         reference = zygotes.get("cpu", "reference", "process")
         pid = reference.host_pid
         cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-        print("forked", b"evaluator.zygote" not in cmdline, os.getpgid(pid) == pid, os.readlink(f"/proc/{pid}/cwd"))
         result = LocalEvaluator(zygotes=zygotes).evaluate(load_task(sys.argv[1]), load_candidate(sys.argv[2]),
                                                           EvalConfig(device="cpu", sandbox="process", max_timing_s=0.3))
+        # Read once it has served: right after the fork it may not have left the driver's directory yet.
+        print("forked", b"evaluator.zygote" not in cmdline, os.getpgid(pid) == pid, os.readlink(f"/proc/{pid}/cwd"))
         print("status", result.status.value, result.reason[:200])
         zygotes.close()
         print("closed", reference.host_pid is None)
