@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from evaluator.forked_zygote import refusal
 from evaluator.sandbox import openmp_environment
 
@@ -54,7 +56,14 @@ def test_a_fork_needs_torch_imported_one_thread_and_the_zygotes_environment():
     assert "threads" in lines[5]
 
 
-def test_an_evaluation_through_a_forked_reference_zygote_is_correct_and_the_zygote_is_a_fork():
+@pytest.mark.parametrize("task, candidate, expected", [
+    (TINY / "relu.py", TINY / "relu.seed.py", "ok"),
+    # Found as its own zygote's sibling (a forked zygote's command line is the driver's), the reference's workers
+    # are signalled: the seccomp filter kills the candidate's worker as it would beside an exec'd zygote.
+    (REPO / "tests" / "tasks" / "poly_sized.py", REPO / "tests" / "cheats" / "native_stop_reference.py", "crashed"),
+])
+def test_an_evaluation_through_a_forked_reference_zygote_gives_its_verdict_and_the_zygote_is_a_fork(
+        task: Path, candidate: Path, expected: str):
     proc = _python("""
         import os, sys
         from evaluator.build_cache import BuildCache
@@ -76,9 +85,9 @@ def test_an_evaluation_through_a_forked_reference_zygote_is_correct_and_the_zygo
         print("status", result.status.value, result.reason[:200])
         zygotes.close()
         print("closed", reference.host_pid is None)
-    """.replace("sys.argv[1]", repr(str(TINY / "relu.py"))).replace("sys.argv[2]", repr(str(TINY / "relu.seed.py"))))
+    """.replace("sys.argv[1]", repr(str(task))).replace("sys.argv[2]", repr(str(candidate))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout.split("\n")
     assert "forked True True /tmp" in out, proc.stdout
-    assert any(line.startswith("status ok") for line in out), proc.stdout + proc.stderr[-2000:]
+    assert any(line.startswith(f"status {expected}") for line in out), proc.stdout + proc.stderr[-2000:]
     assert "closed True" in out
