@@ -20,9 +20,12 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaluator.zygote import LAZY_FLUSH
+
+if TYPE_CHECKING:
+    from evaluator.forked_zygote import ForkedProcess
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
@@ -159,8 +162,11 @@ class Zygote:
     """One warm parent process; `spawn` forks a fresh isolated worker from it."""
 
     def __init__(self, device: str, role: str, isolation: str = "auto", hidden: tuple[str, ...] = (),
-                 flush_ahead: bool = True):
+                 flush_ahead: bool = True, fork: bool = False):
+        """`fork`: started as a fork of this process where that is the same zygote (`forked_zygote.refusal`), else
+        as a fresh interpreter."""
         self.device, self.role = device, role
+        self.fork = fork
         self.hidden = hidden  # folders replaced by an empty tmpfs inside bubblewrap
         self.flush_ahead = flush_ahead  # the CPU eviction buffer written before the first fork (zygote.py)
         if isolation == "auto":
@@ -169,7 +175,7 @@ class Zygote:
             raise SandboxError("bubblewrap (bwrap) was asked for but does not work here; install it or use --sandbox process")
         self.isolation = isolation
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._control: socket.socket | None = None
         self._reader: Any = None  # the control socket's reader, once started
         self._starting = False  # launched, its "ready" line not read yet
@@ -181,6 +187,14 @@ class Zygote:
             from evaluator.process_tree import set_undumpable
             set_undumpable()
         ours, theirs = socket.socketpair()
+        fork, self.fork = self.fork, False  # once: a later restart may find this process's OpenMP pool started
+        if fork:
+            from evaluator import forked_zygote
+            if forked_zygote.refusal(self.role, self.device) is None:
+                self._proc = forked_zygote.fork_zygote(theirs.fileno(), self.device, self.role, self.flush_ahead)
+                theirs.close()
+                self._control, self._reader, self._starting = ours, ours.makefile("rb"), True
+                return
         cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role,
                *(() if self.flush_ahead else (LAZY_FLUSH,))]
         if self.isolation == "bwrap":

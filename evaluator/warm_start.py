@@ -48,17 +48,21 @@ def likely_device(requested: str, environ: dict[str, str] | None = None, dev: Pa
 class WarmZygotes:
     """One reference and one candidate zygote per device, started on first use and kept until `close`."""
 
-    def __init__(self, hidden: tuple[str, ...], flush_ahead: bool = True):
+    def __init__(self, hidden: tuple[str, ...], flush_ahead: bool = True, fork_reference: bool = False):
         self.hidden = hidden  # folders replaced by an empty tmpfs in the candidate's sandbox
         # False for one evaluation: its zygotes fork once, and the CPU eviction buffer is written by a worker that
         # needs it rather than by both zygotes on the cold start's critical path (zygote.py).
         self.flush_ahead = flush_ahead
+        # True for a driver that imports torch itself: the reference's zygote launched after that import is a fork of
+        # it where that is the same process (`forked_zygote.py`), not a second import of torch beside the candidate's.
+        self.fork_reference = fork_reference
         self._zygotes: dict[tuple[str, str, str], Zygote] = {}  # (device, role, isolation asked)
         self._lock = threading.Lock()
 
     @classmethod
-    def for_cache(cls, cache: BuildCache | None, flush_ahead: bool = True) -> WarmZygotes:
-        return cls(hidden_caches(cache), flush_ahead)
+    def for_cache(cls, cache: BuildCache | None, flush_ahead: bool = True,
+                  fork_reference: bool = False) -> WarmZygotes:
+        return cls(hidden_caches(cache), flush_ahead, fork_reference)
 
     def get(self, device: str, role: str, isolation: str) -> Zygote:
         """The zygote of this device and role; `isolation` (auto, bwrap, process) applies to the candidate's only:
@@ -70,15 +74,16 @@ class WarmZygotes:
             key = (device, role, isolation)
             if key not in self._zygotes:
                 hidden = self.hidden if role == "candidate" else ()
-                self._zygotes[key] = Zygote(device, role, isolation, hidden, self.flush_ahead)
+                fork = self.fork_reference and role == "reference"
+                self._zygotes[key] = Zygote(device, role, isolation, hidden, self.flush_ahead, fork)
             return self._zygotes[key]
 
-    def warm(self, device: str, sandbox: str = "auto") -> None:
+    def warm(self, device: str, sandbox: str = "auto", roles: tuple[str, ...] = ROLES) -> None:
         """Launch the reference and candidate zygotes side by side rather than one after the other (a cold
         evaluation's largest cost); the first spawn of each waits for it to be ready. A zygote that fails to start
         here is started again, and its error reported, by the first evaluation that needs it. Call it from a thread
         that lives as long as the zygotes should (bubblewrap's --die-with-parent follows the starting thread)."""
-        for role in ROLES:
+        for role in roles:
             try:
                 self.get(device, role, sandbox).launch()
             except (SandboxError, OSError):

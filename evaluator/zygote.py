@@ -132,7 +132,12 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
 
 def main() -> None:
     control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    flush_ahead = LAZY_FLUSH not in sys.argv[4:]
+    serve(control_fd, device, role, LAZY_FLUSH not in sys.argv[4:])
+
+
+def serve(control_fd: int, device: str, role: str, flush_ahead: bool) -> None:
+    """The zygote's life: its warm imports, then one fork per request on its control socket until it closes. Run by
+    `main` in a fresh interpreter, or in a fork of a driver that has imported torch (`forked_zygote.py`)."""
     _prepare_environment(device)
     # No automatic collection while torch, Triton (and dynamo) are imported: their objects are long-lived, and the
     # full collections that the import triggers find little and cost about a sixth of the start's CPU.

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 
 from evaluator import heap  # noqa: E402
 from evaluator.fast_draws import FastDraws  # noqa: E402
-from evaluator.harness_library import library_text, load  # noqa: E402
+from evaluator import harness_library  # noqa: E402
 from evaluator.task_runtime import TaskRuntime, _redraw  # noqa: E402
 
 VALUES = 1984 * 4096
@@ -65,11 +65,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="timed draws of each way, interleaved (default 15)")
     parser.add_argument("--tasks", default="softmax,relu", help="built-in tasks (benchmarks/tiny) whose inputs to draw")
     args = parser.parse_args()
-    text = library_text()
+    text = harness_library.library_text()
     if text is None:
         raise SystemExit("bench_draws: the harness's native library did not build here (no C compiler?)")
     heap.keep_freed_memory()  # as in a worker: no fresh pages per draw
-    table = cases(FastDraws(load(text)), [t for t in args.tasks.split(",") if t])
+    table = cases(FastDraws(harness_library.load(text)), [t for t in args.tasks.split(",") if t])
     times: dict[tuple[str, int], list[float]] = {(name, way): [] for name in table for way in (0, 1)}
     for fns in table.values():  # once each, untimed: first-use set-up and the heap's first pages
         fns[0]()

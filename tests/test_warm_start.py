@@ -52,8 +52,9 @@ def test_a_candidates_zygote_is_kept_per_isolation_asked():
     assert zygotes.get("cpu", "reference", "auto").isolation == "process"
     zygotes.close()
 
-def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_commands_modules():
-    """The launch is recorded and the process ends there: what was imported by then is the driver's start-up."""
+def test_opforge_eval_launches_the_candidates_zygote_before_importing_torch_and_forks_the_reference_after():
+    """The launch is recorded and the process ends there: what was imported by then is the driver's start-up. The
+    reference's zygote is launched once the driver has imported torch, to be forked from it (`forked_zygote.py`)."""
     probe = textwrap.dedent("""
         import os, sys
         from evaluator import sandbox
@@ -61,7 +62,8 @@ def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_comm
         def launch(self):
             heavy = sorted(m for m in ("torch", "triton", "sqlalchemy", "openai", "jinja2", "ray", "store", "agents")
                            if m in sys.modules)
-            launched.append(f"{self.role}:{self.device}:{','.join(heavy) or 'none'}:flush_ahead={self.flush_ahead}")
+            launched.append(f"{self.role}:{self.device}:{','.join(heavy) or 'none'}:flush_ahead={self.flush_ahead}"
+                            f":fork={self.fork}")
             if len(launched) == 2:
                 print(" ".join(launched), flush=True)
                 os._exit(0)
@@ -73,7 +75,8 @@ def test_opforge_eval_launches_both_zygotes_before_importing_torch_or_other_comm
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     # One evaluation: its zygotes fork once each, and neither writes the CPU eviction buffer before it forks.
-    assert sorted(proc.stdout.split()) == ["candidate:cpu:none:flush_ahead=False", "reference:cpu:none:flush_ahead=False"]
+    assert proc.stdout.split() == ["candidate:cpu:none:flush_ahead=False:fork=False",
+                                   "reference:cpu:torch:flush_ahead=False:fork=True"]
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:

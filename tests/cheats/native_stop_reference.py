@@ -3,7 +3,8 @@
 # config: sandbox="process"
 # why: without bubblewrap's PID namespace the reference's worker is visible to the candidate's and runs as the same
 #   user, whom the kernel lets signal it: on its first call, native code finds the reference's zygote in /proc (its
-#   command line) and its workers (the zygote's children), then a 1 ms SIGALRM timer stops them (SIGSTOP) on one tick
+#   command line, or as the sibling of its own zygote where `opforge eval` forked it from the driver) and its workers
+#   (the zygote's children), then a 1 ms SIGALRM timer stops them (SIGSTOP) on one tick
 #   and lets them go on (SIGCONT) on the next, once the candidate has made no call for 20 ms (the other side's
 #   blocks): the reference's timed calls take about twice their time. A few microseconds of CPU a tick: the idle
 #   checks see nothing. The kernel itself is honest. Before the worker's seccomp filter killed a process signalling
@@ -23,6 +24,7 @@ SOURCE = r"""
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 static pid_t workers[16];
 static int n_workers, started, stopped;
@@ -49,17 +51,37 @@ static int is_reference_zygote(const char* pid) {
     return zygote && reference;
 }
 
+static long parent_of(long pid) {
+    char path[64];
+    long ppid = 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    if (fscanf(f, "%*d (%*[^)]) %*c %ld", &ppid) != 1) ppid = 0;
+    fclose(f);
+    return ppid;
+}
+
+static void add_children(long pid) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid, pid);
+    FILE* f = fopen(path, "r");
+    if (!f) return;
+    for (long child; n_workers < 16 && fscanf(f, "%ld", &child) == 1;) workers[n_workers++] = (pid_t)child;
+    fclose(f);
+}
+
+/* the reference's zygote is the driver's other child: found by its command line where it was exec'd, and as a
+   sibling of this worker's zygote where the driver forked it (`opforge eval`: its command line is the driver's) */
 static void find_reference(void) {
     DIR* d = opendir("/proc");
     if (!d) return;
+    long zygote = (long)getppid(), driver = parent_of(zygote);
     for (struct dirent* e; (e = readdir(d));) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9' || !is_reference_zygote(e->d_name)) continue;
-        char path[96];
-        snprintf(path, sizeof path, "/proc/%s/task/%s/children", e->d_name, e->d_name);
-        FILE* f = fopen(path, "r");
-        if (!f) continue;
-        for (long child; n_workers < 16 && fscanf(f, "%ld", &child) == 1;) workers[n_workers++] = (pid_t)child;
-        fclose(f);
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        long pid = atol(e->d_name);
+        int sibling = driver > 1 && pid != zygote && parent_of(pid) == driver;
+        if (sibling || is_reference_zygote(e->d_name)) add_children(pid);
     }
     closedir(d);
 }

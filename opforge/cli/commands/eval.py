@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 from pathlib import Path
 
 from evaluator.candidate import CandidateFileError, load_candidate
@@ -78,20 +79,28 @@ def run(args: argparse.Namespace) -> int:
         candidate = load_candidate(args.candidate)
     except (TaskError, CandidateFileError) as exc:
         raise UsageError(str(exc)) from None
-    # Both zygotes are launched before this process imports torch: their start (each imports torch) is a cold
-    # evaluation's longest wait, and this process's own imports run while they start.
+    # The candidate's zygote is launched before this process imports torch: its start (torch and dynamo) is a cold
+    # evaluation's longest wait, and this process's own imports run while it starts. The reference's zygote is
+    # launched just after them, as a fork of this process where that is the same zygote (`forked_zygote.py`): not a
+    # third import of torch on the same cores.
     from evaluator.build_cache import BuildCache
+    from evaluator.sandbox import KINETO_QUIET
     from evaluator.warm_start import WarmZygotes, likely_device
 
-    zygotes = WarmZygotes.for_cache(BuildCache.open(), flush_ahead=False)  # one evaluation: one fork each
+    # One evaluation: one fork each, and no CPU eviction buffer written ahead.
+    zygotes = WarmZygotes.for_cache(BuildCache.open(), flush_ahead=False, fork_reference=True)
     try:
         device = likely_device(config.device)
         if device is not None:
-            zygotes.warm(device, config.sandbox)
+            zygotes.warm(device, config.sandbox, roles=("candidate",))
+        # As in the zygotes' environment, before torch loads Kineto: a forked reference logs what an exec'd one would.
+        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
         gc.disable()  # the imports' full collections find little in torch's long-lived objects: CPU the zygotes need
         try:
             require_device(args.device)
             from evaluator.evaluate import LocalEvaluator
+            if device is not None:
+                zygotes.warm(device, config.sandbox, roles=("reference",))
         finally:
             gc.freeze()  # or the first collection after this scans every object the imports made (0.2-0.5 s)
             gc.enable()
