@@ -8,7 +8,7 @@ reads, zero-padded, into a contiguous buffer (the input's own channel rows lie a
 each other from L1), then the AVX-512 micro-kernel (UNROLL_M x VEC_N zmm accumulators, broadcast A, FMA) reads B from
 it with plain loads; the bias is added as C is stored. Without AVX-512 a portable C kernel works the tile in 4 x 16
 blocks held in registers (see conv_tile). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with
-scripts/bench_native.py: the portable path took the seed from 0.43x to 0.91x over eager."""
+scripts/bench_native.py: the portable path took the seed from 0.43x to 0.87x over eager."""
 
 import torch
 import torch.nn as nn

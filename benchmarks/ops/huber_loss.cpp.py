@@ -1,7 +1,7 @@
 """Native seed for ops/huber_loss: mean(0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)) in one
 pass; each thread sums its BLOCK-element blocks (vector lanes as separate partial sums) into a double. The branch
 becomes a vector select only with -fno-trapping-math (otherwise gcc keeps the loop scalar): measured 2026-11-25 on an
-AMD EPYC Zen 3 (AVX2, 2 cores), 0.10x -> 2.75x over eager (scripts/bench_native.py)."""
+AMD EPYC Zen 3 (AVX2, 2 cores), 0.10x -> 2.02x over eager (scripts/bench_native.py)."""
 
 import torch
 import torch.nn as nn

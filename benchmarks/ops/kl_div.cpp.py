@@ -6,7 +6,7 @@ benchmark shape, in L1); the rows' terms are added in double and divided by the 
 with a vectorised 2^t for t <= 0 (see exp2neg16) while the next rows are prefetched into L2 (see kl_row), a portable
 path where AVX-512 is missing with exp_simd, the same polynomial in plain C that gcc vectorises in omp simd loops
 (-fno-trapping-math lets its clamps become vector selects). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores)
-with scripts/bench_native.py: the portable path took the seed from 1.12x to 3.45x over eager."""
+with scripts/bench_native.py: the portable path took the seed from 1.12x to 3.40x over eager."""
 
 import torch
 import torch.nn as nn

@@ -1,7 +1,7 @@
 """Native seed for ops/leaky_relu_scale: leaky_relu(x + bias[c], slope) * scale in one vectorised pass, the
 channel's bias read once per block of its plane; a large output by non-temporal stores (see STREAM_FROM_BYTES) with
 AVX-512. The portable loop's select is vectorised only with -fno-trapping-math (otherwise gcc keeps it scalar):
-measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores), 0.24x -> 4.0x over eager (scripts/bench_native.py)."""
+measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores), 0.24x -> 3.12x over eager (scripts/bench_native.py)."""
 
 import math
 

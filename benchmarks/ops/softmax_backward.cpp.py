@@ -5,7 +5,7 @@ with a vectorised exponential (see exp16; glibc's expf is several times slower),
 stores are slow on AMD Zen 4); a portable path where AVX-512 is missing with exp_simd, the same polynomial in plain C
 that gcc vectorises in omp simd loops (-fno-trapping-math lets its clamps become vector selects). Measured 2026-11-25
 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from 0.58x to
-3.16x over eager."""
+3.03x over eager."""
 
 import torch
 import torch.nn as nn

@@ -5,7 +5,7 @@ AVX-512 is missing with exp_simd, the same polynomial in plain C that gcc vector
 (-fno-trapping-math lets its clamps become vector selects). Both input streams are software-prefetched PREFETCH
 floats ahead (measured faster here), and a large output is written with non-temporal stores (see STREAM_FROM_BYTES).
 Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the
-seed from 0.46x to 1.99x over eager."""
+seed from 0.46x to 1.97x over eager."""
 
 import torch
 import torch.nn as nn

@@ -3,7 +3,7 @@ passes: one over memory that sums x - k and (x - k)^2 with k the row's first ele
 from cancelling when the mean is large against the spread), then, while the row is still in L1, the normalised,
 scaled and shifted output written once. AVX-512 with four accumulator pairs, a portable loop where AVX-512 is
 missing, vectorised by omp simd reductions. Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with
-scripts/bench_native.py: the portable path took the seed from 0.42x to 1.07x over eager."""
+scripts/bench_native.py: the portable path took the seed from 0.42x to 1.06x over eager."""
 
 import torch
 import torch.nn as nn

@@ -1,12 +1,12 @@
 """Native seed for tiny/softmax: rows split across OpenMP threads (dynamic chunks of CHUNK rows, which keeps both
-threads busy when one is preempted); each row (16 KiB at the benchmark shape, so it stays in L1) in three passes:
-its max (the only pass that reads memory), exp(x - max) written to the output while summing, and the output scaled
-by 1/sum in place. The exponential is an AVX-512 one (see exp16; glibc's expf is several times slower) and, where
-AVX-512 is missing, the same polynomial in plain C (exp_simd) in `omp simd` loops, which gcc vectorises for AVX2,
-SSE or NEON; -fno-trapping-math lets it turn exp_simd's range checks into vector selects (without it the loop stays
-scalar). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores): the portable path went from 0.28x to 1.5x over
-eager (34.2 ms -> 6.3 ms, scripts/bench_native.py; eager 9.6 ms), about the time of copying the same bytes when the
-machine is quiet. Streaming stores for the output were measured and lost where the AVX-512 path was written: the
+threads busy when one is preempted); each row (16 KiB at the benchmark shape, so it stays in L1) in three passes: its
+max (the only pass that reads memory), exp(x - max) written to the output while summing, and the output scaled by
+1/sum in place. The exponential is an AVX-512 one (see exp16; glibc's expf is several times slower) and, where
+AVX-512 is missing, the same polynomial in plain C (exp_simd) in `omp simd` loops, which gcc vectorises for AVX2, SSE
+or NEON; -fno-trapping-math lets it turn exp_simd's range checks into vector selects (without it the loop stays
+scalar). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores): the portable path went from 0.28x to 1.36x over
+eager (scripts/bench_native.py; 34.2 ms against eager's 9.6 ms before), about the time of copying the same bytes when
+the machine is quiet. Streaming stores for the output were measured and lost where the AVX-512 path was written: the
 output of one call fits in the last-level cache beside the input, and streaming sends it to DRAM."""
 
 import torch
