@@ -1,8 +1,9 @@
-"""The GEMM-family native seeds keep a plain C path for CPUs without AVX-512 (their micro-kernels are AVX-512
-intrinsics under `#ifdef __AVX512F__`). This machine has AVX-512, so `-march=native` never builds that path: here each
-seed's C source is built for x86-64-v3 (AVX2 and FMA, no AVX-512) by the system compiler, bound in place of the
-seed's own library, and checked against the task on its small shape variants. The vectorisable exponential of the
-portable paths (`exp_simd`) is checked against torch.exp on its own."""
+"""The native seeds with an AVX-512 path keep a portable one for CPUs without it (AVX2, SSE, NEON): plain C with
+omp simd loops, gcc's generic vectors and the plain-C exponential `exp_simd`. On a machine with AVX-512,
+`-march=native` never builds that path, so here each seed's C source is built for x86-64-v3 (AVX2 and FMA, no
+AVX-512) by the system compiler, bound in place of the seed's own library, and checked against the task on its small
+shape variants (the GEMM kernels also at tile shapes the tuner can choose). `exp_simd` is checked against torch.exp
+on its own."""
 
 from __future__ import annotations
 
