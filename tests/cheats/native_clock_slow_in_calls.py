@@ -8,7 +8,8 @@
 #   2.7x and 3.0x for a kernel at about 1.4x). The kernel makes seven passes, about PyTorch's time here,
 #   so that the lie (about 2.5 ms a call) stands well above what the driver's clock resolves around a call on a busy
 #   2-core machine (a few tenths of a ms); the evaluation's own time cap (not the suite's shorter one) gives it the
-#   calls to see it.
+#   calls to see it. Built with -fno-trapping-math so that its select vectorises on a CPU without AVX-512 too: on an
+#   AVX2 host the loop ran scalar, the kernel measured 0.09x, and a lie that claims no speedup is not cross-checked.
 import time
 
 import torch
@@ -55,7 +56,8 @@ void poly(const float* restrict x, float* restrict out, int64_t n) {
     lag_ns += (real_ns() - t0) * 48 / 100;
 }
 """
-lib = load_c("lagging_clock", SOURCE, functions=["install", "poly"], flags=["-O3", "-march=native", "-fopenmp"])
+lib = load_c("lagging_clock", SOURCE, functions=["install", "poly"],
+             flags=["-O3", "-march=native", "-fopenmp", "-fno-trapping-math"])
 lib.install(id(time.perf_counter_ns))
 
 
