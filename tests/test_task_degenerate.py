@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import torch
 
 from benchmarks import suite_tasks
 from evaluator import default_evaluator, load_task
-from evaluator.degeneracy import near_constant, unchanged
+from evaluator.degeneracy import Probes, input_key, judge, near_constant, suspects, unchanged
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "kernelbench_like"
@@ -108,6 +109,21 @@ def test_near_constant_and_unchanged_judge_by_the_correctness_tolerance():
     assert not unchanged(base, base + 1e-2, TOL)[0]
     assert not unchanged(base, base[:10], TOL)[0]
     assert unchanged(torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]), TOL) == (True, 0.0)
+
+
+def test_a_probe_that_coincides_once_is_drawn_again_before_it_counts():
+    """A scalar output (a mean over thousands of values) can land within the tolerance of a fresh draw's by chance
+    (a mean hinge loss did, in 1 of 32 checks): the probe is drawn again, and only an output unchanged both times is a
+    finding."""
+    base = [torch.tensor(1.25)]
+    p = Probes(base, other_seed=[torch.tensor(0.7)], by_input={0: [torch.tensor(1.25 + 1e-6)]}, other_weights=None,
+               weight_facts={})
+    assert suspects(p, None) == [input_key(0)]
+    assert "does not depend on input 0" in judge(p, None)[0][0]  # a probe drawn once is judged on that draw
+    assert judge(dataclasses.replace(p, again={input_key(0): [torch.tensor(1.31)]}), None)[0] == []
+    confirmed = judge(dataclasses.replace(p, again={input_key(0): [torch.tensor(1.25)]}), None)[0]
+    assert len(confirmed) == 1 and "does not depend on input 0" in confirmed[0]
+    assert suspects(dataclasses.replace(p, by_input={0: [torch.tensor(1.31)]}), None) == []
 
 
 def test_cli_exit_status_json_field_and_folder_summary(tmp_path: Path):
