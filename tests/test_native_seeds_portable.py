@@ -36,7 +36,7 @@ GEMM_FAMILY = [
 # stores) and a portable path beside it.
 MEMORY_BOUND = ["avg_pool2d", "max_pool2d", "col_sum", "cross_entropy", "kl_div", "log_softmax", "row_mean", "swiglu",
                 "relu", "silu", "hardswish", "row_sum", "row_max", "softmax_backward", "add_mul", "batchnorm_inference",
-                "group_norm", "leaky_relu_scale", "rmsnorm", "softmax", "softmax_temperature", "gelu_tanh"]
+                "group_norm", "leaky_relu_scale", "rmsnorm", "softmax", "softmax_temperature", "gelu_tanh", "mish"]
 DEFAULT_TOL = 1e-4
 # Seeds whose portable path computes exponentials with the plain-C `exp_simd` (vectorised by the compiler, not libm's).
 SIMD_EXP_SEEDS = sorted(p.name.split(".")[0] for suite in ("tiny", "ops")

@@ -1,7 +1,9 @@
 """Native seed for ops/mish: x * tanh(softplus(x)) = x * p / (p + 2) with n = e^x and p = n (n + 2) (x itself
 above 20, where the ratio is 1 in fp32), elementwise; OpenMP over blocks of BLOCK elements (static: one contiguous
 band per thread), AVX-512 with a vectorised exponential (see exp16) and rcp14 plus a Newton step for the division,
-unmasked except for the tail (masked stores are slow on AMD Zen 4); a portable expf loop where AVX-512 is missing."""
+unmasked except for the tail (masked stores are slow on AMD Zen 4). Where AVX-512 is missing, an omp simd loop with
+exp_simd, the same polynomial in plain C that gcc vectorises (built for x86-64-v3 on a 2-CPU Intel Xeon VM,
+2026-11-25: 12.5 ms with glibc's scalar expf, 4.5 with exp_simd; eager 14.8, the AVX-512 path 3.3)."""
 
 import torch
 import torch.nn as nn
@@ -10,6 +12,37 @@ from evaluator.native import load_c
 SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
+/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
+   which lets the clamps become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2 (two-part
+   ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n as the product of two powers of two built in the
+   exponent bits, so results below the normal range become subnormal or 0 and those above it inf, as expf's do
+   (relative error under 3e-7 where the result is normal; -inf gives 0, inf gives inf, NaN stays NaN). */
+static inline float exp_simd(float x) {
+    float c = x < -104.0f ? -104.0f : x;  /* in this order NaN stays NaN */
+    c = c > 89.0f ? 89.0f : c;
+    float t = c * 1.44269504089f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = c - n * 0.693145751953125f;
+    r = r - n * 1.428606820309417e-06f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t ni, half, b1, b2;
+    memcpy(&ni, &t, 4);
+    ni -= 0x4B400000;                   /* n, from -150 to 128 */
+    half = ni >> 1;
+    b1 = (half + 127) << 23;
+    b2 = (ni - half + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, 4);
+    memcpy(&s2, &b2, 4);
+    return p * s1 * s2;
+}
 #define BLOCK 8192
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -56,15 +89,16 @@ void mish(const float* restrict x, float* restrict out, int64_t n) {
             _mm512_mask_storeu_ps(out + i, k, op16(_mm512_maskz_loadu_ps(k, x + i)));
         }
 #else
-        for (; i < end; ++i) {
-            float v = x[i], e = expf(v < 20.0f ? v : 20.0f), p = e * (e + 2.0f);
-            out[i] = v > 20.0f ? v : v * p / (p + 2.0f);
+        #pragma omp simd
+        for (int64_t j = i; j < end; ++j) {
+            float v = x[j], e = exp_simd(v < 20.0f ? v : 20.0f), p = e * (e + 2.0f);
+            out[j] = v > 20.0f ? v : v * p / (p + 2.0f);
         }
 #endif
     }
 }
 """
-lib = load_c("mish", SOURCE, functions=["mish"], flags=["-O3", "-march=native", "-fopenmp"])
+lib = load_c("mish", SOURCE, functions=["mish"], flags=["-O3", "-march=native", "-fopenmp", "-fno-trapping-math"])
 
 
 class ModelNew(nn.Module):
