@@ -102,15 +102,17 @@ class LineFlush:
         return cls(library, kind) if kind in KINDS else None
 
     def __call__(self, values: Iterable[Any]) -> int:
-        """Every CPU tensor's whole storage among `values` flushed; returns the bytes flushed. Only exact
-        `torch.Tensor`s, whose storage the harness reads without running a subclass's code."""
+        """Every CPU tensor's whole storage among `values` flushed, once however many of them share it; returns the
+        bytes flushed. Only exact `torch.Tensor`s, whose storage the harness reads without running a subclass's code."""
         flushed = 0
+        seen: dict[int, None] = {}  # a display: no builtin looked up while a candidate's code is loaded
         for value in values:
             if type(value) is not self._tensor or not self._is_cpu(value):
                 continue
             storage = self._storage(value)
             size, start = self._nbytes(storage), self._data_ptr(storage)
-            if size > 0 and start:
+            if size > 0 and start and start not in seen:
+                seen[start] = None
                 self._flush_lines(start, size)
                 flushed += size
         return flushed

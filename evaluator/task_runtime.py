@@ -69,8 +69,11 @@ class TaskRuntime:
         self._apply(variant)
         return list(self.module.get_init_inputs())
 
-    def inputs(self, variant: int, seed: int, distribution: str = "task", scale: float = NORMAL_SCALE) -> list[Any]:
-        """The task's inputs for one trial. Distribution 'normal' redraws every float tensor from N(0, 1) * 4 and
+    def inputs(self, variant: int, seed: int, distribution: str = "task", scale: float = NORMAL_SCALE,
+               made: list[torch.Tensor] | None = None) -> list[Any]:
+        """The task's inputs for one trial. `made`: where given, receives every tensor the task's `get_inputs` made
+        on the way, its temporaries included (kept alive until the caller drops them: a timed call flushes their cache
+        lines, `timed_calls.py`). Distribution 'normal' redraws every float tensor from N(0, 1) * 4 and
         'large' from N(0, 1) * `scale`, value by value: entries that the task drew equal stay equal (RoPE's tables
         of two equal halves, a symmetric matrix), so the structure an honest kernel relies on survives.
         'perturbed' is the task's draw with one value of one float input (every entry holding it) moved away from
@@ -80,7 +83,7 @@ class TaskRuntime:
         if self.device.type == "meta":
             with torch.device("meta"), _drawing_on(self.device, None):
                 return list(self.module.get_inputs())
-        with _drawing_on(self.device, self.draws):
+        with _drawing_on(self.device, self.draws, made):
             produced = self.module.get_inputs()
         if not isinstance(produced, (list, tuple)):
             raise TaskRuntimeError(f"get_inputs() returned a {type(produced).__name__}, not a list of tensors")
@@ -224,10 +227,11 @@ class _DeviceRedirect(TorchFunctionMode):
     any device on meta) are created on the run's device instead, where KernelBench's own harness would move them: a
     CUDA-only task still checks on CPU or meta. A CPU request on a GPU run stays (the inputs are moved afterwards)."""
 
-    def __init__(self, device: torch.device, draws: FastDraws | None):
+    def __init__(self, device: torch.device, draws: FastDraws | None, made: list[torch.Tensor] | None = None):
         super().__init__()
         self.device = device
         self.draws = draws
+        self.made = made  # where given, every tensor a torch function returned while the task drew (`inputs`)
 
     def _elsewhere(self, requested: Any) -> bool:
         try:
@@ -246,12 +250,18 @@ class _DeviceRedirect(TorchFunctionMode):
                 and self._elsewhere(args[1]):
             args = (args[0], self.device, *args[2:])
         if self.draws is not None and (drawn := self.draws.draw(func, args, kwargs)) is not None:
-            return drawn
-        return func(*args, **kwargs)
+            result = drawn
+        else:
+            result = func(*args, **kwargs)
+        if self.made is not None:
+            self.made.extend(t for t in (result if isinstance(result, (tuple, list)) else (result,))
+                             if isinstance(t, torch.Tensor))
+        return result
 
 
 @contextlib.contextmanager
-def _drawing_on(device: torch.device, draws: FastDraws | None) -> Iterator[None]:
+def _drawing_on(device: torch.device, draws: FastDraws | None,
+                made: list[torch.Tensor] | None = None) -> Iterator[None]:
     """While a task draws its inputs: the run's device is the default one, so that `torch.randn(...)` draws there
     with that device's generator (seeded by `torch.manual_seed`; on a GPU, large inputs are not drawn by one CPU
     thread and copied); explicit devices redirected; on a CPU, `draws` (fast_draws.py) takes the draws it can; on
@@ -261,7 +271,7 @@ def _drawing_on(device: torch.device, draws: FastDraws | None) -> Iterator[None]
     if device.type == "meta":
         torch.distributions.Distribution.set_default_validate_args(False)
     try:
-        with _DeviceRedirect(device, draws), torch.device(device):
+        with _DeviceRedirect(device, draws, made), torch.device(device):
             yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(validate)

@@ -39,7 +39,8 @@ def time_calls(self: Worker, cmd: Time) -> None:
         left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
         after = NextCall(keep=False, next_seed=None)
         while seed is not None:
-            inputs = rt.inputs(variant, seed)
+            made: list[torch.Tensor] | None = [] if timer.flushes_lines else None  # the draw's temporaries
+            inputs = rt.inputs(variant, seed, made=made)
             launches0 = dict(self.guards.launches)
             seen: dict[str, Any] = {}
             # The driver's own clock for the call runs from its `go` to the reply that `_close_timed_call`
@@ -48,7 +49,8 @@ def time_calls(self: Worker, cmd: Time) -> None:
             # the profiler's stop, whose cost follows the number of operators a call ran
             # (`clock_checks._cross_check_calls`). The eviction of a cold call's inputs comes before (the harness's
             # own work, outside the watch), the wake of the pool right before the call.
-            evicts = timer.evict(inputs)
+            evicts = timer.evict(inputs, made)
+            del made  # the temporaries freed now, their lines flushed where the call evicts
             self.send({"status": "armed"})
             parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
             timer.wake()
@@ -64,7 +66,7 @@ def time_calls(self: Worker, cmd: Time) -> None:
                 self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                 return
             if evicts:
-                timer.forget(outputs + kept)
+                timer.forget(outputs + kept + inputs)
             del out, outputs, inputs, call
             after = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
             if after.keep:

@@ -220,16 +220,18 @@ class CallTimer:
         """Whether `evict(args)` evicts: a CPU call whose inputs reach `cpu_cold_from_bytes`."""
         return self._pool_waker is not None and bool(args) and self.args_bytes(args) >= self.cold_from_bytes
 
-    def evict(self, args: list[Any]) -> bool:
+    def evict(self, args: list[Any], leftovers: list[Any] | None = None) -> bool:
         """On a CPU, before a call whose inputs reach `cpu_cold_from_bytes`: push the inputs out of every cache level,
         so the call reads them from memory, not from the caches that drawing them just filled. With a line flush,
-        their own lines go (about 1 ms for 31 MiB on 2 cores); without, every OpenMP thread reads the eviction buffer
-        of four last-level caches. Runs no candidate code: the worker calls it before the profiler watches the call.
-        Returns whether it evicted."""
+        their own lines go (about 1 ms for 31 MiB on 2 cores), and so do `leftovers`' (the tensors the draw made on
+        the way, `TaskRuntime.inputs`' `made`): freed, a temporary's cached lines would be where the call's output
+        lands, written in the cache instead of memory (docs/EVALUATOR.md, "Timing"). Without a line flush, every
+        OpenMP thread reads the eviction buffer of four last-level caches. Runs no candidate code: the worker calls it
+        before the profiler watches the call. Returns whether it evicted."""
         if not self.evicts(args):
             return False
         if self._flush_lines is not None:
-            self._flush_lines(args)
+            self._flush_lines(args + (leftovers or []))
             return True
         if self._evict_buf is None:
             self._evict_buf = _evict_buffer(cpu_flush_bytes())
@@ -239,8 +241,9 @@ class CallTimer:
         return True
 
     def forget(self, values: list[Any]) -> None:
-        """After a cold call, with a line flush: its outputs and the harness's copies of them flushed too, as the
-        buffer's read evicted them, so that the next call writes to no line this one left cached."""
+        """After a cold call, with a line flush: its outputs, the harness's copies of them and its inputs (which the
+        call and the checks after it read back into the caches) flushed too, as the buffer's read evicted them, so
+        that the next call writes to no line this one left cached."""
         if self._flush_lines is not None:
             self._flush_lines(values)
 
@@ -264,7 +267,7 @@ class CallTimer:
         ms = max(raw_ms - self.overhead_ms, self.clock.resolution_ms)
         self.left_running_ms = max(0.0, (settled_ms - self.settle_overhead_ms) - ms)
         if cold:
-            self.forget(_tensors_of(out))
+            self.forget(_tensors_of(out) + list(args))
         return ms, out
 
 

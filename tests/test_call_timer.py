@@ -191,8 +191,12 @@ def test_with_a_line_flush_a_cold_call_flushes_its_inputs_before_and_its_outputs
     out, other = timer.time_call(lambda x, n: (x + 1, "not a tensor"), large)[1]
     assert log == ["lines", "wake", "lines"]  # inputs before the wake, outputs after the call
     assert flush.flushed[0] == large and flush.flushed[1][0] is out and flush.flushed[1][1] == other
+    assert flush.flushed[1][2] is large[0]  # and the inputs, which the call read back into the caches
     log.clear()
-    assert timer.evict(large) and log == ["lines"]  # the worker's way: it evicts, wakes and forgets itself
+    temporary = torch.ones(8)
+    assert timer.evict(large, [temporary]) and log == ["lines"]  # the worker's way: it evicts, wakes and forgets
+    assert flush.flushed[-1][0] is large[0] and flush.flushed[-1][-1] is temporary  # with the draw's leftovers
+    assert not timer.evict(small, [torch.ones(4096)])  # whether a call is cold is the inputs' size alone
     timer.time_call(lambda x, n: x, large, evicted=True)
     assert log == ["lines"]
     timer.forget([out])

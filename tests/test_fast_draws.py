@@ -114,6 +114,20 @@ def test_the_default_generator_moves_on_from_the_seed_after_a_fast_draw(text):
     assert not torch.equal(first, torch.rand(4))
 
 
+def test_a_draw_can_hand_over_every_tensor_it_made_its_temporaries_included(text):
+    """A timed call flushes the cache lines of what the draw made (timed_calls.py): `randn(N) * 4.0`'s first tensor,
+    freed as soon as the task returns, is among them, and so are the inputs; the values are the same either way."""
+    rt = TaskRuntime(TASK, "draws", "cpu", draws=FastDraws(load(text)))
+    made: list[torch.Tensor] = []
+    inputs = rt.inputs(0, 5, made=made)
+    made_storages = {t.untyped_storage().data_ptr() for t in made}
+    input_storages = {t.untyped_storage().data_ptr() for t in inputs}
+    assert input_storages <= made_storages
+    temporaries = [t for t in made if t.untyped_storage().data_ptr() not in input_storages]
+    assert any(t.shape == inputs[0].shape and torch.equal(t * 4.0, inputs[0]) for t in temporaries)  # randn(N)
+    assert all(torch.equal(a, b) for a, b in zip(inputs, rt.inputs(0, 5)))
+
+
 def test_a_worker_that_cannot_load_the_library_says_so():
     """Bytes that are no library (base64 of 'not an ELF'): the load fails with a reason, and no task is loaded to
     draw with PyTorch beside a worker that draws with the library."""

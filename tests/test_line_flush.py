@@ -53,6 +53,7 @@ def test_a_view_flushes_its_whole_storage_and_what_is_not_a_plain_cpu_tensor_is_
     assert flush is not None
     base = torch.ones(1000, 10)
     assert flush([base[::7, 3], "text", 3, None]) == base.numel() * 4
+    assert flush([base, base[2:], base.view(-1)]) == base.numel() * 4  # a storage once, however many share it
     assert flush([torch.empty(0)]) == 0
 
     class Sub(torch.Tensor):
