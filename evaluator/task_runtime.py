@@ -222,6 +222,12 @@ def seed_generators(seed: int) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
+# A draw's tensors handed over for flushing (`TaskRuntime.inputs`' `made`) are held alive until then; past this many
+# bytes the rest are freed as they would be: they outgrow any cache, and holding them could pass a worker's memory
+# limit.
+MADE_MAX_BYTES = 512 * 2**20
+
+
 class _DeviceRedirect(TorchFunctionMode):
     """Tensors that a task's `get_inputs` creates on a device this run does not use (`device='cuda'` on a CPU run,
     any device on meta) are created on the run's device instead, where KernelBench's own harness would move them: a
@@ -232,6 +238,7 @@ class _DeviceRedirect(TorchFunctionMode):
         self.device = device
         self.draws = draws
         self.made = made  # where given, every tensor a torch function returned while the task drew (`inputs`)
+        self.made_bytes = 0
 
     def _elsewhere(self, requested: Any) -> bool:
         try:
@@ -254,8 +261,10 @@ class _DeviceRedirect(TorchFunctionMode):
         else:
             result = func(*args, **kwargs)
         if self.made is not None:
-            self.made.extend(t for t in (result if isinstance(result, (tuple, list)) else (result,))
-                             if isinstance(t, torch.Tensor))
+            for t in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(t, torch.Tensor) and self.made_bytes < MADE_MAX_BYTES:
+                    self.made.append(t)
+                    self.made_bytes += t.numel() * t.element_size()
         return result
 
 

@@ -17,6 +17,7 @@ from evaluator.wire import Channel
 from evaluator.worker import Worker
 from evaluator.fast_draws import MIN_VALUES, FastDraws
 from evaluator.harness_library import library_text, load
+from evaluator import task_runtime
 from evaluator.task_runtime import TaskRuntime
 
 pytestmark = pytest.mark.skipif(library_text() is None, reason="no C compiler here: inputs are drawn by PyTorch")
@@ -114,7 +115,7 @@ def test_the_default_generator_moves_on_from_the_seed_after_a_fast_draw(text):
     assert not torch.equal(first, torch.rand(4))
 
 
-def test_a_draw_can_hand_over_every_tensor_it_made_its_temporaries_included(text):
+def test_a_draw_can_hand_over_every_tensor_it_made_its_temporaries_included(text, monkeypatch):
     """A timed call flushes the cache lines of what the draw made (timed_calls.py): `randn(N) * 4.0`'s first tensor,
     freed as soon as the task returns, is among them, and so are the inputs; the values are the same either way."""
     rt = TaskRuntime(TASK, "draws", "cpu", draws=FastDraws(load(text)))
@@ -126,6 +127,10 @@ def test_a_draw_can_hand_over_every_tensor_it_made_its_temporaries_included(text
     temporaries = [t for t in made if t.untyped_storage().data_ptr() not in input_storages]
     assert any(t.shape == inputs[0].shape and torch.equal(t * 4.0, inputs[0]) for t in temporaries)  # randn(N)
     assert all(torch.equal(a, b) for a, b in zip(inputs, rt.inputs(0, 5)))
+    few: list[torch.Tensor] = []
+    monkeypatch.setattr(task_runtime, "MADE_MAX_BYTES", 1)  # past the cap nothing more is held
+    rt.inputs(0, 5, made=few)
+    assert len(few) == 1
 
 
 def test_a_worker_that_cannot_load_the_library_says_so():
