@@ -14,6 +14,12 @@ faults, several times the call) in 2-7 of a side's 20-60 timed calls, a differen
 (docs/PERFORMANCE.md, "Repeat-run noise"). Kept
 heap (`keep_freed_memory`): nothing is mapped afresh nor trimmed, every side reuses freed memory as it would in steady
 state, and the times are the kernels' and the memory's, as the stored copy bandwidth's are (`cpu_peaks`).
+
+The processes that drive evaluations keep theirs too (`opforge eval`, `optimize`, `bench` and `worker`, and a Ray
+evaluator actor): the driver receives each trial's outputs of both sides, and the timed calls' kept outputs, into
+buffers of their size, which glibc's defaults made fresh pages every time. In one cold evaluation of a 31 MiB softmax
+that was about 100,000 of the driver's faults (2-11 us each on a VM, docs/PERFORMANCE.md), on the path the workers
+wait on. Such a process holds its heap's high-water mark until it exits.
 """
 
 from __future__ import annotations
@@ -43,7 +49,9 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-HEADROOM_PER_INPUT_BYTE = 6  # a timed call's inputs, their draw's temporary, the output, its copy and the reply's
+# Growth past the heap's free memory: a timed call's output and its copy. Its inputs and their draw's temporary land
+# where the warm-up's were (drawn before the reserve runs, freed before the first timed call).
+HEADROOM_PER_INPUT_BYTE = 2
 RESERVE_PER_INPUT_BYTE = 16  # at most this many blocks of the inputs' size
 RESERVE_CAP_BYTES = 512 * 2**20
 
@@ -54,10 +62,13 @@ def reserve(input_bytes: int) -> int:
     (at most `RESERVE_PER_INPUT_BYTE` blocks and `RESERVE_CAP_BYTES`), each written and all freed. A worker's heap
     holds free memory it inherited from its zygote (copy on write: a first write faults every page as a fresh one
     would); where a timed call's 31 MiB output landed in such memory, or grew the heap, the call faulted 7,936 pages,
-    several times its own time. It calls the C library's own functions, found when this module was imported (before
-    any candidate code). Measured (2026-11-24, 31 MiB softmax input, a zygote's worker holding about 360 MB of free
-    heap): 552 MB written in about 85 ms a side, outside timing; small inputs cost next to nothing. Returns the bytes
-    written (0 where the C library could not be reached). Written by the kernel where it can (`_populate`)."""
+    several times its own time. A worker that ran its correctness trials first holds free memory of its own too,
+    written by the trials' draws and outputs (250-430 MiB for a 31 MiB softmax), where its timed calls land. Until
+    2026-11-25 the growth was six blocks, most of which no timed call used: 186 MiB of fresh pages a side, 48,000-
+    55,000 faults, 0.07-0.6 s a side on a VM whose fresh pages cost up to 11 us each (docs/PERFORMANCE.md); the
+    timed calls of a cold evaluation faulted as little with none. It calls the C library's own functions, found when
+    this module was imported (before any candidate code). Returns the bytes written (0 where the C library could not
+    be reached). Written by the kernel where it can (`_populate`)."""
     if input_bytes <= 0 or _malloc is None or _free is None:
         return 0
     budget = min(_free_heap_bytes() + HEADROOM_PER_INPUT_BYTE * input_bytes, RESERVE_PER_INPUT_BYTE * input_bytes,
