@@ -29,6 +29,7 @@ from evaluator.build_stage import build_mode, needs_build, prebuild
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.evaluate import LocalEvaluator
+from evaluator.heap import keep_freed_memory
 from evaluator.result import EvalResult, Status
 from evaluator.task import Task, TaskError
 from evaluator.warm_start import likely_device
@@ -123,6 +124,7 @@ class EvaluatorActor:
     """The body of a Ray actor: one `LocalEvaluator` (its zygotes stay warm between evaluations)."""
 
     def __init__(self, sandbox: str = "auto", build_cache: str | None = None) -> None:
+        keep_freed_memory()  # a process of its own, driving evaluations: its copies of the workers' outputs (heap.py)
         self._evaluator = LocalEvaluator(sandbox, build_cache)
 
     def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> EvalResult:

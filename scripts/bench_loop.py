@@ -36,6 +36,7 @@ from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate, load_task  # noqa: E402
 from evaluator.result import DeviceInfo, Timing  # noqa: E402
 from evaluator.evaluate import LocalEvaluator  # noqa: E402
+from evaluator.heap import keep_freed_memory  # noqa: E402
 from evaluator.pool import LocalRunner, RayRunner, Runner  # noqa: E402
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
@@ -91,6 +92,7 @@ class PhaseClock:
 
 def make_runner(kind: str, workers: int, phases: PhaseClock) -> Runner:
     if kind == "local":
+        keep_freed_memory()  # as `opforge optimize --runner local` does (evaluator/heap.py)
         return LocalRunner(workers, evaluator=LocalEvaluator(phase_observer=phases))
     if kind == "ray":
         return RayRunner(workers=workers)

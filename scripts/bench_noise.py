@@ -35,6 +35,7 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import EvalConfig, LocalEvaluator, load_candidate, load_task  # noqa: E402
+from evaluator.heap import keep_freed_memory  # noqa: E402
 
 
 def cv_percent(values: list[float]) -> float:
@@ -79,6 +80,7 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float, samples: bool = F
     task = load_task(task_path)
     cand = load_candidate(seed_path(task_path, "cpp"), origin="seed")
     cfg = EvalConfig(device="cpu", max_timing_s=timing_s, profile=False)
+    keep_freed_memory()  # as opforge's own driving processes do (evaluator/heap.py)
     ev = LocalEvaluator()
     try:
         first = ev.evaluate(task, cand, cfg)  # starts the zygotes and fills the build cache

@@ -10,6 +10,7 @@ import sys
 from typing import NoReturn
 
 from opforge import __version__
+from evaluator.heap import keep_freed_memory
 from evaluator.sandbox import openmp_environment
 from opforge.errors import UsageError
 
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    if argv is None and getattr(args, "drives_evaluations", False):
+        keep_freed_memory()  # before torch loads: the driver's copies of the workers' outputs (`heap.py`)
     try:
         code = int(args.run(args) or 0)
         if argv is None and getattr(args, "exit_at_once", False):

@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "leaderboard marks benches that used it with +archive)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object describing the bench")
     add_llm_arguments(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, drives_evaluations=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also time torch.compile(Model) as a second baseline (compile time not counted)")
     p.add_argument("--sandbox", choices=("auto", "bwrap", "process"), default="auto",
                    help="isolation for the candidate: bubblewrap when available (auto), or process-level only")
-    p.set_defaults(run=run, exit_at_once=True)  # the workers and zygotes are closed before the verdict is printed
+    p.set_defaults(run=run, exit_at_once=True, drives_evaluations=True)  # the workers and zygotes are closed before the verdict is printed
 
 
 def require_device(device: str) -> None:

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object: run_id, evaluated, best")
     add_run_arguments(p, "stop after this much wall time (for this invocation; --resume gets it again)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, drives_evaluations=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-base-url", metavar="URL",
                    help="the OpenAI-compatible endpoint for LLM jobs, instead of the one each run was submitted with "
                         "(the key comes from $OPFORGE_LLM_API_KEY or $OPENAI_API_KEY on this machine)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, drives_evaluations=True)
 
 
 def run(args: argparse.Namespace) -> int:
