@@ -1,4 +1,5 @@
-"""The harness's own native library on a CPU: the fast draws (`fast_draws.py`) and the line flush (`line_flush.py`).
+"""The harness's own native library on a CPU: the fast draws (`fast_draws.py`), the line flush (`line_flush.py`) and
+the driver's comparison of outputs (`native_compare.py`).
 
 The driver builds it once per machine and compiler (the native build cache) and sends the same bytes to both
 workers (`Load.harness_library`), which load it through `load_c`'s own loader (`NativeLibrary`, its calls not counted
@@ -31,10 +32,11 @@ NAME = "opforge_harness"
 @functools.cache
 def spec() -> NativeSpec:
     """The library's sources (the draws' and the flush's), functions and flags (`fast_draws.FLAGS`)."""
-    from evaluator import fast_draws, line_flush
+    from evaluator import fast_draws, line_flush, native_compare
     from evaluator.native_spec import NativeSpec
-    return NativeSpec.from_call(NAME, fast_draws.SOURCE + line_flush.SOURCE,
-                                list(fast_draws.FUNCTIONS + line_flush.FUNCTIONS), list(fast_draws.FLAGS))
+    return NativeSpec.from_call(NAME, fast_draws.SOURCE + line_flush.SOURCE + native_compare.SOURCE,
+                                list(fast_draws.FUNCTIONS + line_flush.FUNCTIONS + native_compare.FUNCTIONS),
+                                list(fast_draws.FLAGS))
 
 
 @functools.cache
@@ -56,19 +58,27 @@ def library_text() -> str | None:
     return base64.b64encode(outcome.library).decode("ascii")
 
 
-def load(text: str) -> NativeLibrary:
-    """The workers' side: the library loaded from the driver's bytes. OSError or ValueError where they are not one."""
+def load(text: str, keep_file: bool = True) -> NativeLibrary:
+    """The workers' side: the library loaded from the driver's bytes. OSError or ValueError where they are not one.
+    Without `keep_file`, its file is removed once loaded (a process's own copy: nothing left in the temporary
+    directory by each command)."""
     from evaluator.native import NativeLibrary
     path = Path(tempfile.mkdtemp(prefix="harness-")) / f"lib{NAME}.so"
     path.write_bytes(base64.b64decode(text))
-    return NativeLibrary(NAME, spec().prototypes(), path, counted=False)
+    try:
+        return NativeLibrary(NAME, spec().prototypes(), path, counted=False)
+    finally:
+        if not keep_file:
+            path.unlink()
+            path.parent.rmdir()
 
 
 @functools.cache
 def local() -> NativeLibrary | None:
-    """This process's own copy (benchmark scripts, the stored copy bandwidth), or None where it cannot be built."""
+    """This process's own copy (the driver's comparisons, benchmark scripts, the stored copy bandwidth), or None where
+    it cannot be built."""
     text = library_text()
-    return None if text is None else load(text)
+    return None if text is None else load(text, keep_file=False)
 
 
 def local_flush() -> LineFlush | None:

@@ -18,11 +18,19 @@ import torch
 from evaluator.commands import Run
 from evaluator.config import EvalConfig
 from evaluator.connection import WorkerConnection
+from evaluator.native_compare import NativeCompare, native_compare
 from evaluator.task_runtime import LARGE_SCALES
 
 
 def all_finite(tensors: list[torch.Tensor]) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point() or t.is_complex())
+    return all(_finite(t) for t in tensors if t.is_floating_point() or t.is_complex())
+
+
+def _finite(t: torch.Tensor) -> bool:
+    """One native pass where the harness library takes the tensor (`native_compare.py`: 8 million values in a few ms,
+    against 20 ms for `isfinite(...).all()`), else PyTorch's."""
+    native = native_compare() if NativeCompare.takes(t) else None
+    return native.finite(t) if native is not None else bool(torch.isfinite(t).all())
 
 
 def first_sent(run: Run) -> Run:
