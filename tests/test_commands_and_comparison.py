@@ -47,6 +47,26 @@ def test_a_frame_is_received_whole_whatever_the_first_buffer(monkeypatch: pytest
     assert all(torch.equal(x, y) and x.dtype == y.dtype for x, y in zip(sent, got))
 
 
+@pytest.mark.parametrize("first_buffer", [7, wire.FIRST_BUFFER_BYTES])
+def test_every_dtype_and_an_empty_tensor_survive_the_wire_as_themselves(monkeypatch: pytest.MonkeyPatch,
+                                                                         first_buffer: int):
+    """Received into uint8 tensors and viewed as the header's dtype: values, dtypes and shapes come back unchanged, and
+    each received tensor owns its memory (writable, not a view of another's)."""
+    monkeypatch.setattr(wire, "FIRST_BUFFER_BYTES", first_buffer)
+    a, b = socket.socketpair()
+    sent = [torch.randn(5, 3).to(dtype) for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                                       torch.complex64, torch.complex128)]
+    sent += [torch.arange(-6, 6).to(dtype).reshape(3, 4) for dtype in (torch.int8, torch.int16, torch.int32,
+                                                                          torch.int64)]
+    sent += [torch.arange(12, dtype=torch.uint8), torch.tensor([True, False, True]), torch.empty(0, 3)]
+    Channel(a, "n").send({"status": "ran"}, sent)
+    _, got = Channel(b, "n").recv(timeout_s=5)
+    assert [(x.dtype, x.shape) for x in got] == [(x.dtype, x.shape) for x in sent]
+    assert all(torch.equal(x, y) for x, y in zip(sent, got))
+    got[0].add_(1.0)
+    assert not torch.equal(got[0], sent[0]) and torch.equal(got[1], sent[1])
+
+
 def test_a_header_promising_more_than_arrives_is_a_closed_channel():
     a, b = socket.socketpair()
     head = json.dumps({"nonce": "n", "tensors": [{"dtype": "torch.float32", "shape": [2**30], "nbytes": 2**32}]})
