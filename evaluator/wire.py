@@ -123,12 +123,12 @@ class Channel:
         bytearray's zeroing was a tenth of the driver's time in a cold evaluation's trials). The buffer grows with
         what arrives, from at most `FIRST_BUFFER_BYTES`: a header may promise far more than is ever sent."""
         buf = torch.empty(min(n, FIRST_BUFFER_BYTES), dtype=torch.uint8)
-        got = self._fill(memoryview(buf.numpy()), deadline)
+        got = self._fill(buf.numpy().data, deadline)
         while got < n:  # doubling: a few copies at most
             grown = torch.empty(min(2 * buf.numel(), n), dtype=torch.uint8)
             grown[:got] = buf
             buf = grown
-            got += self._fill(memoryview(buf.numpy())[got:], deadline)
+            got += self._fill(buf.numpy().data[got:], deadline)
         return buf
 
     def _fill(self, view: memoryview, deadline: float | None) -> int:
