@@ -136,6 +136,9 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
                                  "ok": verdict.ok})
         if not verdict.ok:
             return checked(f"trial {i + 1} ({_where(trial)}, {_inputs(trial, run)}): {verdict.reason}")
+        # Both sides' outputs freed before the next trial's arrive: the driver's heap is kept (`heap.py`), and
+        # outputs still held there would send the next ones into fresh pages.
+        del in_domain, expected, got
     return checked()
 
 
@@ -161,6 +164,7 @@ def recheck_timed(ref: WorkerConnection, kept: list[tuple[int, list[torch.Tensor
     for _, got in kept:
         _, expected = ref.recv(cfg.run_timeout_s, "recomputing a timed call")
         verdict = compare(expected, got, tolerance)
+        del expected  # before the next recompute arrives (as in `run_trials`)
         if not verdict.ok:
             return ("a timed call on fresh inputs returned a wrong result (cached results or work left running past "
                     f"the return?): {verdict.reason}")

@@ -12,7 +12,8 @@ on both; medians and their ratio are printed.
 With `--base`, a second checkout's `opforge eval` (e.g. `git worktree add ../base main`) runs in each round too, in
 alternating order, so that a change is compared with its base under the same load. The CPU time of each command's
 whole process tree (its reaped children) is printed beside the wall: on a shared machine the wall also holds waits
-for other evaluations' timed phases (the device lock is machine-wide), the CPU time does not.
+for other evaluations' timed phases (the device lock is machine-wide), the CPU time does not. The minor page faults
+of the tree are printed too: on a VM a fresh page can cost 2-12 us (docs/PERFORMANCE.md, 2026-11-25).
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ with torch.no_grad():
 """
 
 
-def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float, str]:
-    """(wall s, CPU s of the process tree, the last line printed)."""
+def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the process tree, its minor page faults, the last line printed)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
@@ -72,7 +73,7 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, f
     if done.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed ({done.returncode}): {(done.stderr or done.stdout)[-800:]}")
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return wall, cpu, done.stdout.strip().splitlines()[-1][:160]
+    return wall, cpu, after.ru_minflt - before.ru_minflt, done.stdout.strip().splitlines()[-1][:160]
 
 
 def main() -> None:
@@ -92,15 +93,18 @@ def main() -> None:
     checkouts = {"opforge eval": ROOT} | ({"base": args.base.resolve()} if args.base else {})
     walls: dict[str, list[float]] = {"naive": [], **{k: [] for k in checkouts}}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
+    faults: dict[str, list[int]] = {k: [] for k in walls}
     for i in range(args.runs):
-        wall, cpu, line = run(naive_cmd, env)
+        wall, cpu, fault, line = run(naive_cmd, env)
         walls["naive"].append(wall)
         cpus["naive"].append(cpu)
+        faults["naive"].append(fault)
         order = list(checkouts) if i % 2 == 0 else list(reversed(checkouts))
         for name in order:
-            wall, cpu, _ = run(opforge_cmd, {**env, "PYTHONPATH": str(checkouts[name])}, checkouts[name])
+            wall, cpu, fault, _ = run(opforge_cmd, {**env, "PYTHONPATH": str(checkouts[name])}, checkouts[name])
             walls[name].append(wall)
             cpus[name].append(cpu)
+            faults[name].append(fault)
         print(f"run {i + 1}: naive {walls['naive'][-1]:.2f} s ({line}); " + "; ".join(
             f"{name} {walls[name][-1]:.2f} s (CPU {cpus[name][-1]:.2f} s)" for name in checkouts), flush=True)
     n_med = statistics.median(walls["naive"])
@@ -109,12 +113,12 @@ def main() -> None:
     print(f"command: .venv/bin/python scripts/bench_cold.py --task {args.task} --candidate {args.candidate} "
           f"--runs {args.runs}" + (f" --base {args.base}" if args.base else ""))
     print(f"naive checker: median {n_med:.2f} s (min {min(walls['naive']):.2f}), CPU "
-          f"{statistics.median(cpus['naive']):.2f} s")
+          f"{statistics.median(cpus['naive']):.2f} s, {statistics.median(faults['naive']):.0f} page faults")
     for name in checkouts:
         o_med = statistics.median(walls[name])
         print(f"cold {'opforge eval' if name == 'opforge eval' else name + ' opforge eval'}: median {o_med:.2f} s "
-              f"(min {min(walls[name]):.2f}), CPU {statistics.median(cpus[name]):.2f} s; ratio of medians "
-              f"{o_med / n_med:.2f}x")
+              f"(min {min(walls[name]):.2f}), CPU {statistics.median(cpus[name]):.2f} s, "
+              f"{statistics.median(faults[name]):.0f} page faults; ratio of medians {o_med / n_med:.2f}x")
 
 
 if __name__ == "__main__":
