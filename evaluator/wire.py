@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 _LEN = struct.Struct("!Q")
@@ -80,6 +81,15 @@ def decode_tensors(metas: list[dict[str, Any]], blobs: Sequence[bytes | bytearra
     return out
 
 
+def _received_bytes(n: int) -> torch.Tensor:
+    """An uninitialised uint8 tensor of `n` bytes from the C heap's plain `malloc` (numpy's allocator), not PyTorch's
+    64-byte `posix_memalign`. A driver keeps its heap (`heap.py`) and frees each trial's outputs before the next
+    arrive, but glibc's aligned allocation did not reuse that freed memory: with another small allocation made in
+    between, every received 31 MiB output grew the heap by fresh pages (7,936 faults, 2-11 us each on a VM) until
+    the free memory was several outputs large; `malloc` reuses the first freed block of the size."""
+    return torch.from_numpy(np.empty(n, dtype=np.uint8))
+
+
 class Channel:
     """One end of a socket pair; `send` and `recv` frames of (header, tensors)."""
 
@@ -122,10 +132,10 @@ class Channel:
         """Exactly `n` bytes of a tensor, received into one uint8 tensor (not zeroed first, nor copied again: a
         bytearray's zeroing was a tenth of the driver's time in a cold evaluation's trials). The buffer grows with
         what arrives, from at most `FIRST_BUFFER_BYTES`: a header may promise far more than is ever sent."""
-        buf = torch.empty(min(n, FIRST_BUFFER_BYTES), dtype=torch.uint8)
+        buf = _received_bytes(min(n, FIRST_BUFFER_BYTES))
         got = self._fill(buf.numpy().data, deadline)
         while got < n:  # doubling: a few copies at most
-            grown = torch.empty(min(2 * buf.numel(), n), dtype=torch.uint8)
+            grown = _received_bytes(min(2 * buf.numel(), n))
             grown[:got] = buf
             buf = grown
             got += self._fill(buf.numpy().data[got:], deadline)
