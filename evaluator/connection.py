@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from evaluator.commands import Command, Exit
+from evaluator.heap import malloc_bytes
 from evaluator.result import Status
 from evaluator.sandbox import WorkerHandle, Zygote
 from evaluator.task import TaskError
@@ -29,7 +30,9 @@ class Refused(Exception):
 class WorkerConnection:
     def __init__(self, zygote: Zygote, handle: WorkerHandle, nonce: str, role: str, task_label: str):
         self.zygote, self.handle, self.role, self.task_label = zygote, handle, role, task_label
-        self.channel = Channel(handle.sock, nonce)
+        # Received outputs in plain `malloc`ed memory, which a driver that keeps its heap reuses from one trial to
+        # the next (`heap.malloc_bytes`); a worker's own channel keeps PyTorch's buffers (its receipts are small).
+        self.channel = Channel(handle.sock, nonce, buffer=malloc_bytes)
         self.last_request: Command | None = None
         self.closed = False
 

@@ -13,10 +13,9 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 _LEN = struct.Struct("!Q")
@@ -81,21 +80,20 @@ def decode_tensors(metas: list[dict[str, Any]], blobs: Sequence[bytes | bytearra
     return out
 
 
-def _received_bytes(n: int) -> torch.Tensor:
-    """An uninitialised uint8 tensor of `n` bytes from the C heap's plain `malloc` (numpy's allocator), not PyTorch's
-    64-byte `posix_memalign`. A driver keeps its heap (`heap.py`) and frees each trial's outputs before the next
-    arrive, but glibc's aligned allocation did not reuse that freed memory: with another small allocation made in
-    between, every received 31 MiB output grew the heap by fresh pages (7,936 faults, 2-11 us each on a VM) until
-    the free memory was several outputs large; `malloc` reuses the first freed block of the size."""
-    return torch.from_numpy(np.empty(n, dtype=np.uint8))
+def uninitialised_bytes(n: int) -> torch.Tensor:
+    """PyTorch's own uninitialised uint8 buffer of `n` bytes: what a channel receives a tensor into by default."""
+    return torch.empty(n, dtype=torch.uint8)
 
 
 class Channel:
-    """One end of a socket pair; `send` and `recv` frames of (header, tensors)."""
+    """One end of a socket pair; `send` and `recv` frames of (header, tensors). `buffer(n)`: an uninitialised uint8
+    tensor of n bytes, which a received tensor's bytes are read into (the driver's come from `heap.malloc_bytes`)."""
 
-    def __init__(self, sock: socket.socket, nonce: str):
+    def __init__(self, sock: socket.socket, nonce: str,
+                 buffer: Callable[[int], torch.Tensor] = uninitialised_bytes):
         self.sock = sock
         self.nonce = nonce
+        self._buffer = buffer
 
     def send(self, header: dict[str, Any], tensors: list[torch.Tensor] | None = None) -> None:
         metas, blobs = encode_tensors(tensors or [])
@@ -132,10 +130,10 @@ class Channel:
         """Exactly `n` bytes of a tensor, received into one uint8 tensor (not zeroed first, nor copied again: a
         bytearray's zeroing was a tenth of the driver's time in a cold evaluation's trials). The buffer grows with
         what arrives, from at most `FIRST_BUFFER_BYTES`: a header may promise far more than is ever sent."""
-        buf = _received_bytes(min(n, FIRST_BUFFER_BYTES))
+        buf = self._buffer(min(n, FIRST_BUFFER_BYTES))
         got = self._fill(buf.numpy().data, deadline)
         while got < n:  # doubling: a few copies at most
-            grown = _received_bytes(min(2 * buf.numel(), n))
+            grown = self._buffer(min(2 * buf.numel(), n))
             grown[:got] = buf
             buf = grown
             got += self._fill(buf.numpy().data[got:], deadline)

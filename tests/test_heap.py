@@ -171,7 +171,7 @@ def test_the_commands_that_drive_evaluations_keep_their_heap(tmp_path, command, 
 RECEIVING_PROBE = """
 import os, socket
 import torch
-from evaluator.heap import keep_freed_memory
+from evaluator.heap import keep_freed_memory, malloc_bytes
 from evaluator.wire import Channel
 keep_freed_memory()
 a, b = socket.socketpair()
@@ -180,7 +180,7 @@ if os.fork() == 0:  # the worker's side: the same 24 MiB output, six times
     for _ in range(6):
         Channel(a, "n").send({"status": "ran"}, [out])
     os._exit(0)
-channel, addresses, held = Channel(b, "n"), [], []
+channel, addresses, held = Channel(b, "n", buffer=malloc_bytes), [], []  # as the driver's (connection.py)
 for _ in range(6):
     _, (got,) = channel.recv(timeout_s=60)
     addresses.append(got.data_ptr())
@@ -194,8 +194,9 @@ print(len(set(addresses[1:])))
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt, fork")
 def test_a_received_output_lands_in_the_memory_the_previous_one_freed():
     """A driver that keeps its heap receives each output into the block the previous one freed, though it allocated
-    something small in between: PyTorch's aligned allocation did not reuse such a block (every received 31 MiB
-    output grew the heap by 7,936 fresh pages until several outputs' worth of freed memory had piled up)."""
+    something small in between (`heap.malloc_bytes`): PyTorch's aligned allocation did not reuse such a block (every
+    received 31 MiB output grew the heap by 7,936 fresh pages until several outputs' worth of freed memory had piled
+    up)."""
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", RECEIVING_PROBE], capture_output=True, text=True, cwd=ROOT,
                           timeout=120, env=env)
