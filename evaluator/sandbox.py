@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluator.zygote import LAZY_FLUSH
+from evaluator.zygote import LAZY_FLUSH, NO_DYNAMO
 
 if TYPE_CHECKING:
     from evaluator.forked_zygote import ForkedProcess
@@ -162,11 +162,13 @@ class Zygote:
     """One warm parent process; `spawn` forks a fresh isolated worker from it."""
 
     def __init__(self, device: str, role: str, isolation: str = "auto", hidden: tuple[str, ...] = (),
-                 flush_ahead: bool = True, fork: bool = False):
+                 flush_ahead: bool = True, fork: bool = False, dynamo: bool = True):
         """`fork`: started as a fork of this process where that is the same zygote (`forked_zygote.refusal`), else
-        as a fresh interpreter."""
+        as a fresh interpreter. `dynamo`: a candidate's zygote imports `torch._dynamo` before any fork; without it,
+        its workers refuse that import with `zygote.DYNAMO_ABSENT` (`zygote.warm_imports`)."""
         self.device, self.role = device, role
         self.fork = fork
+        self.dynamo = dynamo or role != "candidate"
         self.hidden = hidden  # folders replaced by an empty tmpfs inside bubblewrap
         self.flush_ahead = flush_ahead  # the CPU eviction buffer written before the first fork (zygote.py)
         if isolation == "auto":
@@ -196,7 +198,7 @@ class Zygote:
                 self._control, self._reader, self._starting = ours, ours.makefile("rb"), True
                 return
         cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role,
-               *(() if self.flush_ahead else (LAZY_FLUSH,))]
+               *(() if self.flush_ahead else (LAZY_FLUSH,)), *(() if self.dynamo else (NO_DYNAMO,))]
         if self.isolation == "bwrap":
             cmd = _bwrap_prefix(self.device, self.hidden) + cmd
         env = zygote_environment(self.role, self.device, dict(os.environ))

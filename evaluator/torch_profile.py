@@ -9,10 +9,13 @@ from evaluator.timing import CallTimer
 
 
 def profile_table(model: Any, inputs: list[Any], timer: CallTimer, launches: dict[str, int]) -> dict[str, float]:
-    """Self time of the 12 costliest events of one call (device time on a GPU), and launches per kind and kernel."""
-    from torch.profiler import ProfilerActivity, profile
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
-    with profile(activities=activities) as prof:
+    """Self time of the 12 costliest events of one call (device time on a GPU), and launches per kind and kernel.
+
+    The Kineto profiler that `torch.profiler.profile` sets up for itself (CPU, and the device's activity on a GPU),
+    entered directly: `torch.profiler.profile`'s own start asks `hasattr(torch, "_inductor")`, which imports Inductor
+    and with it `torch._dynamo` (0.8 s), which a candidate's worker forked without it refuses (`zygote.py`)."""
+    from torch.autograd.profiler import profile
+    with profile(use_cpu=True, use_device="cuda" if timer.cuda else None, use_kineto=True) as prof:
         model(*inputs)
         timer.sync()
     metrics: dict[str, float] = {}

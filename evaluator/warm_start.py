@@ -23,6 +23,19 @@ from evaluator.native_build import open_cache as open_native_cache
 from evaluator.sandbox import SandboxError, Zygote
 
 ROLES = ("candidate", "reference")  # the candidate's first: the one whose start an evaluation waits on longest
+# What a native candidate's source shows where it may reach torch._dynamo (directly or through a library that imports
+# it lazily): Triton, PyTorch's extensions and custom operators, compilation and tracing.
+_DYNAMO_WORDS = ("triton", "cpp_extension", "load_inline", "torch.compile", "torch.library", "custom_op", "torch.jit",
+                 "torch.func", "functorch", "vmap", "_dynamo", "_inductor", "torch.export", "torch.fx", "checkpoint",
+                 "torch.profiler", "torch.utils")
+
+
+def may_need_dynamo(source: str) -> bool:
+    """Whether a candidate may need `torch._dynamo` in its worker: all but the native ones (`load_c`) that name none
+    of `_DYNAMO_WORDS`. A guess that saves a cold evaluation of a native kernel the 0.8 s of dynamo's import in the
+    candidate's zygote; a wrong one costs a second evaluation, in a zygote with dynamo (`zygote.needs_dynamo_again`),
+    never a verdict."""
+    return "load_c" not in source or any(word in source for word in _DYNAMO_WORDS)
 
 
 def hidden_caches(cache: BuildCache | None) -> tuple[str, ...]:
@@ -48,8 +61,11 @@ def likely_device(requested: str, environ: dict[str, str] | None = None, dev: Pa
 class WarmZygotes:
     """One reference and one candidate zygote per device, started on first use and kept until `close`."""
 
-    def __init__(self, hidden: tuple[str, ...], flush_ahead: bool = True, fork_reference: bool = False):
+    def __init__(self, hidden: tuple[str, ...], flush_ahead: bool = True, fork_reference: bool = False,
+                 dynamo: bool = True):
         self.hidden = hidden  # folders replaced by an empty tmpfs in the candidate's sandbox
+        # False for one evaluation of a candidate that needs no dynamo (`may_need_dynamo`): its zygote skips it.
+        self.dynamo = dynamo
         # False for one evaluation: its zygotes fork once, and the CPU eviction buffer is written by a worker that
         # needs it rather than by both zygotes on the cold start's critical path (zygote.py).
         self.flush_ahead = flush_ahead
@@ -61,8 +77,8 @@ class WarmZygotes:
 
     @classmethod
     def for_cache(cls, cache: BuildCache | None, flush_ahead: bool = True,
-                  fork_reference: bool = False) -> WarmZygotes:
-        return cls(hidden_caches(cache), flush_ahead, fork_reference)
+                  fork_reference: bool = False, dynamo: bool = True) -> WarmZygotes:
+        return cls(hidden_caches(cache), flush_ahead, fork_reference, dynamo)
 
     def get(self, device: str, role: str, isolation: str) -> Zygote:
         """The zygote of this device and role; `isolation` (auto, bwrap, process) applies to the candidate's only:
@@ -75,7 +91,7 @@ class WarmZygotes:
             if key not in self._zygotes:
                 hidden = self.hidden if role == "candidate" else ()
                 fork = self.fork_reference and role == "reference"
-                self._zygotes[key] = Zygote(device, role, isolation, hidden, self.flush_ahead, fork)
+                self._zygotes[key] = Zygote(device, role, isolation, hidden, self.flush_ahead, fork, self.dynamo)
             return self._zygotes[key]
 
     def warm(self, device: str, sandbox: str = "auto", roles: tuple[str, ...] = ROLES) -> None:

@@ -27,6 +27,8 @@ import traceback
 from evaluator import process_tree
 
 LAZY_FLUSH = "lazy-flush"
+NO_DYNAMO = "no-dynamo"  # a candidate zygote without torch._dynamo (`warm_imports`)
+DYNAMO_ABSENT = "torch._dynamo is not loaded in this worker (opforge: evaluated again in one that has it)"
 
 
 def _prepare_environment(device: str) -> None:
@@ -71,8 +73,28 @@ def _child(request: dict, chan_fd: int, log_fd: int, workdir: str, role: str) ->
     Worker(channel, role, guards).serve()
 
 
-def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
-    """What every worker of the role would otherwise import or set up on its own: done once, before any fork."""
+class _DynamoAbsent:
+    """A finder that refuses `torch._dynamo` in a candidate zygote that went without it: whatever reaches for it (a
+    candidate's `torch.compile`, a library's lazy import) fails at once with `DYNAMO_ABSENT`, before any of dynamo's
+    code runs, and the driver evaluates the candidate again in a zygote that has it (`needs_dynamo_again`). Without
+    this, dynamo's import after the guards is refused as tampering, which would be an honest kernel refused."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name == "torch._dynamo" or name.startswith("torch._dynamo."):
+            raise ImportError(DYNAMO_ABSENT)
+        return None
+
+
+def needs_dynamo_again(reason: str, log: str) -> bool:
+    """Whether an evaluation in a zygote without dynamo ended because something reached for it."""
+    return DYNAMO_ABSENT in reason or DYNAMO_ABSENT in log
+
+
+def warm_imports(role: str, device: str, flush_ahead: bool = True, dynamo: bool = True) -> None:
+    """What every worker of the role would otherwise import or set up on its own: done once, before any fork. Without
+    `dynamo`, a candidate's zygote skips `torch._dynamo` (0.8 s of a cold evaluation's critical path) and refuses it
+    later (`_DynamoAbsent`): for candidates that need none (`warm_start.may_need_dynamo`)."""
     import torch  # warm imports shared by every forked worker
     try:
         import triton  # noqa: F401
@@ -87,7 +109,10 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
         # would fail there. The reference's worker runs trusted code only, unguarded; it imports dynamo where a task
         # needs it (its op trace does not: op_trace.py), and the CPU it saves here goes to the candidate's zygote,
         # which a cold evaluation waits on.
-        import torch._dynamo  # noqa: F401
+        if dynamo:
+            import torch._dynamo  # noqa: F401
+        else:
+            sys.meta_path.insert(0, _DynamoAbsent())
     import evaluator.dispatch_table  # noqa: F401
     import evaluator.guards  # noqa: F401
     import evaluator.worker  # noqa: F401
@@ -132,17 +157,17 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True) -> None:
 
 def main() -> None:
     control_fd, device, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    serve(control_fd, device, role, LAZY_FLUSH not in sys.argv[4:])
+    serve(control_fd, device, role, LAZY_FLUSH not in sys.argv[4:], NO_DYNAMO not in sys.argv[4:])
 
 
-def serve(control_fd: int, device: str, role: str, flush_ahead: bool) -> None:
+def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bool = True) -> None:
     """The zygote's life: its warm imports, then one fork per request on its control socket until it closes. Run by
     `main` in a fresh interpreter, or in a fork of a driver that has imported torch (`forked_zygote.py`)."""
     _prepare_environment(device)
     # No automatic collection while torch, Triton (and dynamo) are imported: their objects are long-lived, and the
     # full collections that the import triggers find little and cost about a sixth of the start's CPU.
     gc.disable()
-    warm_imports(role, device, flush_ahead)
+    warm_imports(role, device, flush_ahead, dynamo)
     # Every object so far becomes permanent: a worker's garbage collections (the candidate's drops the task's model
     # classes with a full one) scan only what the worker itself made, 0.25 s less per evaluation with torch, Triton
     # and the profiler imported; untouched object headers also keep the forked pages shared. No collection first:

@@ -364,3 +364,43 @@ def test_secret_from_environment_never_reaches_the_result(monkeypatch: pytest.Mo
     result = evaluate(task, candidate, EvalConfig(device="cpu", **BASE_CONFIG))
     assert result.status != Status.OK, _describe(result)
     assert canary not in json.dumps(result.to_json()), "the API key reached the result (reason, log or trials)"
+
+
+# ---------------------------------------------------------------- a candidate zygote without dynamo
+
+def _lean(params: list) -> list:
+    """The CPU cases whose source a cold `opforge eval` gives a candidate zygote without torch._dynamo."""
+    from evaluator.warm_start import may_need_dynamo
+    return [p for p in params if not p.values[0].gpu and not may_need_dynamo(p.values[0].path.read_text())]
+
+
+@pytest.fixture(scope="module")
+def lean_evaluator():
+    from evaluator.build_cache import BuildCache
+    from evaluator.evaluate import LocalEvaluator
+    from evaluator.warm_start import WarmZygotes
+    evaluator = LocalEvaluator(zygotes=WarmZygotes.for_cache(BuildCache.open(), dynamo=False))
+    yield evaluator
+    evaluator.close()
+
+
+@pytest.mark.parametrize("header", _lean(CHEATS) + _lean(HONEST), ids=lambda h: h.path.stem)
+def test_a_native_case_gets_the_same_verdict_from_a_zygote_without_dynamo(header: Header, lean_evaluator,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """`opforge eval` starts a native candidate's zygote without torch._dynamo (`warm_start.may_need_dynamo`): each
+    native cheat is refused there as it is with dynamo, and each honest native kernel passes."""
+    for name, value in SECRET_CANARIES.items():
+        monkeypatch.setenv(name, value)
+    label = header.path.name
+    with Canaries(header) as canaries:
+        result = lean_evaluator.evaluate(load_task(TASKS_DIR / f"{header.task}.py"), load_candidate(header.path),
+                                         header.config("cpu"))
+        damage = canaries.damage()
+    assert not damage, f"{label}: the candidate did damage: {'; '.join(damage)} (verdict {_describe(result)})"
+    expected = header.statuses("expect-without-gpu") or header.statuses()
+    assert result.status in expected, f"{label}: expected {'|'.join(sorted(expected))}, got {_describe(result)}"
+    for words in header.fields.get("reason", []):
+        assert words in result.reason, f"{label}: expected a reason holding {words!r}, got {_describe(result)}"
+    assert "torch._dynamo is not loaded" not in result.reason + result.log, _describe(result)
+    _assert_readable_reason(result, label)
+    _assert_no_secret(result, label)

@@ -113,3 +113,51 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]):
     for name, sub in commands.items():
         assert sub.description, f"opforge {name} has no description"
         assert "usage:" in sub.format_help()
+
+
+NATIVE_RELU_REACHING_DYNAMO = '''
+import torch
+import torch.nn as nn
+from torch import compiler
+from evaluator.native import load_c
+
+lib = load_c("relu_dyn", """
+#include <stdint.h>
+void relu(const float* x, float* out, int64_t n) { for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+""", functions=["relu"], flags=["-O2"])
+
+
+@compiler.disable  # kept out of graph capture, as kernel libraries mark their launchers (imports dynamo)
+def launch(x, out):
+    lib.relu(x, out, x.numel())
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        launch(x, out)
+        return out
+'''
+
+
+def test_a_native_kernel_is_evaluated_cold_and_one_that_reaches_for_dynamo_is_evaluated_again(tmp_path: Path):
+    """`opforge eval` gives a native kernel's zygote no torch._dynamo (0.8 s of a cold evaluation): the seed passes
+    there, and a native kernel that imports dynamo after all is evaluated again in a zygote that has it, and says so,
+    rather than refused (dynamo imported after the guards is otherwise taken for tampering)."""
+    from evaluator.warm_start import may_need_dynamo
+
+    seed = TINY / "relu.cpp.py"
+    assert not may_need_dynamo(seed.read_text()) and may_need_dynamo((TINY / "relu.seed.py").read_text())
+    proc = opforge("eval", str(TINY / "relu.py"), str(seed), "--json", "--device", "cpu", "--timing-s", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    plain = json.loads(proc.stdout)
+    assert plain["status"] == "ok" and "torch._dynamo" not in plain["reason"], plain["reason"]
+    reaching = tmp_path / "relu_reaching_dynamo.py"
+    reaching.write_text(NATIVE_RELU_REACHING_DYNAMO)
+    assert not may_need_dynamo(reaching.read_text())
+    proc = opforge("eval", str(TINY / "relu.py"), str(reaching), "--json", "--device", "cpu", "--timing-s", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    assert again["status"] == "ok", again["reason"]
+    assert again["reason"].endswith("evaluated with torch._dynamo loaded, which the candidate reached for")
