@@ -22,13 +22,15 @@ import torch
 MAX_SOURCE_CHARS = 2 * 2**20
 LANGUAGES = ("c", "c++")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-_FLAG = re.compile(r"-O[0-3s]|-Ofast|-march=native|-mtune=native|-fopenmp|-ffast-math|-funroll-loops|-fno-math-errno|"
+_FLAG = re.compile(r"-O[0-3s]|-Ofast|-march=(native|x86-64|x86-64-v[234])|-mtune=native|-fopenmp|-ffast-math|"
+                   r"-funroll-loops|-fno-math-errno|"
                    r"-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|-mavx512(f|bw|vl|dq)|-mf16c|"
                    r"-std=(c11|c17|gnu11|c\+\+17|c\+\+20|gnu\+\+17)|"
                    r"-D[A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?|"
                    r"-fno-strict-aliasing|-ftree-vectorize|-fopt-info-vec|"
                    r"-mprefer-vector-width=(128|256|512)")
-ALLOWED_FLAGS = ("-O0..-O3, -Ofast, -Os, -march=native, -mtune=native, -fopenmp, -ffast-math, -funroll-loops, "
+ALLOWED_FLAGS = ("-O0..-O3, -Ofast, -Os, -march=native|x86-64|x86-64-v2|x86-64-v3|x86-64-v4, -mtune=native, -fopenmp, "
+                 "-ffast-math, -funroll-loops, "
                  "-fno-math-errno, -fno-trapping-math, -ffp-contract=fast|off|on, -mavx, -mavx2, -mfma, "
                  "-mavx512f/bw/vl/dq, -mf16c, -std=c11|c17|gnu11|c++17|c++20|gnu++17, -DNAME[=VALUE], "
                  "-fno-strict-aliasing, -ftree-vectorize, -fopt-info-vec, -mprefer-vector-width=128|256|512")

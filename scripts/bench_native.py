@@ -19,6 +19,11 @@ faults a call are printed beside its time.
     .venv/bin/python scripts/bench_native.py                         # every built-in task
     .venv/bin/python scripts/bench_native.py --tasks relu,softmax --no-compile
     .venv/bin/python scripts/bench_native.py --tuner tiny --budget 6 # also the tuner over a suite, via `opforge bench`
+    .venv/bin/python scripts/bench_native.py --march x86-64-v3       # the seeds as a CPU without AVX-512 runs them
+
+`--march LEVEL` builds every seed with `-march=LEVEL` in place of its `-march=native`: on a machine with AVX-512,
+`x86-64-v3` (AVX2 and FMA) times the portable paths that a CPU without AVX-512 runs, at this machine's memory
+bandwidth and clock (a proxy for such a CPU, not a measurement of one).
 
 Prints a Markdown section (command, date, machine, tables, geometric means) for docs/PERFORMANCE.md.
 """
@@ -52,6 +57,7 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 import torch  # noqa: E402
 
 from benchmarks import builtin_task, seed_path, suite_tasks  # noqa: E402
+from benchmarks.seed_build import MARCH_LEVELS, build_seeds_for  # noqa: E402
 from evaluator import load_task  # noqa: E402
 from evaluator.cpu_peaks import CpuPeaks, copy_like, measure_cpu_peaks  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
@@ -232,7 +238,12 @@ def main() -> int:
     parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
                         help="kept (default): the C heap keeps freed memory, so no side's output is fresh pages "
                              "because of what another side freed (evaluator/heap.py); glibc: its defaults")
+    parser.add_argument("--march", metavar="LEVEL", choices=MARCH_LEVELS,
+                        help="build the seeds for LEVEL instead of this CPU (-march=native); x86-64-v3 on a CPU with "
+                             "AVX-512 times the portable paths that a CPU without it runs")
     args = parser.parse_args()
+    if args.march:
+        build_seeds_for(args.march)
     kept = args.heap == "kept" and keep_freed_memory()
     paths = [builtin_task(n.strip()) for n in args.tasks.split(",")] if args.tasks else suite_tasks("all")
     os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="native-cold-")  # every seed's build is a cold one
@@ -248,6 +259,8 @@ def main() -> int:
     print(f"Command: `{' '.join(shlex.quote(a) for a in ['.venv/bin/python', *sys.argv])}`  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC  ")
     print(f"Machine: {machine()}  ")
+    if args.march:
+        print(f"Seeds built with `-march={args.march}` in place of `-march=native`  ")
     print(f"Heap: {'kept (no fresh pages for outputs after warm-up; evaluator/heap.py)' if kept else 'glibc defaults'}"
           f"; load average {load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end  ")
     print(f"Measured peaks: copy {peaks.copy_gbps:.1f} GB/s, FP32 FMA {peaks.peak_gflops:.0f} GFLOP/s "

@@ -11,6 +11,7 @@ as there the C heap keeps what it frees (`--heap kept`, `evaluator/heap.py`).
 
     .venv/bin/python scripts/bench_seed_ab.py --tasks avg_pool2d,swiglu
     .venv/bin/python scripts/bench_seed_ab.py --tasks col_sum --before HEAD~3 --budget-s 6
+    .venv/bin/python scripts/bench_seed_ab.py --tasks softmax --march x86-64-v3   # the portable paths (AVX2)
 
 Prints a Markdown table.
 """
@@ -39,6 +40,7 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 import torch  # noqa: E402
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
+from benchmarks.seed_build import MARCH_LEVELS, build_seeds_for  # noqa: E402
 from evaluator import load_task  # noqa: E402
 from evaluator.cpu_peaks import copy_like, measure_cpu_peaks  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
@@ -131,7 +133,12 @@ def main() -> int:
                         help="small: each task at its INTERPRETER_SHAPE (as `scripts/bench_loop.py --shape small`)")
     parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
                         help="kept (default): the C heap keeps freed memory (evaluator/heap.py); glibc: its defaults")
+    parser.add_argument("--march", metavar="LEVEL", choices=MARCH_LEVELS,
+                        help="build both seeds for LEVEL instead of this CPU (-march=native); x86-64-v3 on a CPU with "
+                             "AVX-512 times the portable paths that a CPU without it runs")
     args = parser.parse_args()
+    if args.march:
+        build_seeds_for(args.march)
     kept = args.heap == "kept" and keep_freed_memory()
     load = os.getloadavg()
     peaks = measure_cpu_peaks()

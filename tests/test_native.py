@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 
@@ -56,7 +58,8 @@ def test_unreadable_prototypes_are_one_sentence(source, fn, words):
 
 
 @pytest.mark.parametrize("flag", ["-fplugin=evil.so", "-o/tmp/x", "-I/etc", "-Wl,-rpath,/tmp", "-B/tmp", "-DX=$(id)",
-                                  "-include/etc/passwd", "@/tmp/args", "-mprefer-vector-width=1024"])
+                                  "-include/etc/passwd", "@/tmp/args", "-mprefer-vector-width=1024",
+                                  "-march=x86-64-v5", "-march=skylake", "-march=native -mno-avx"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValueError, match="is not allowed") as info:
         load_c("k", SCALE, ["scale"], flags=["-O3", flag])
@@ -69,6 +72,19 @@ def test_a_kernel_may_ask_for_the_widest_vectors():
     x, out = torch.arange(64, dtype=torch.float32), torch.empty(64)
     lib.scale(x, out, 2.0, 64)
     assert torch.equal(out, x * 2.0)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="an x86-64 micro-architecture level")
+def test_a_kernel_may_be_built_for_a_portable_level_instead_of_this_cpu():
+    """`-march=x86-64-v3` (AVX2 and FMA, no AVX-512) builds the code a CPU without AVX-512 would run, so a kernel's
+    portable path can be checked and timed on a machine that has AVX-512 (scripts/bench_native.py --march)."""
+    source = SCALE + "\nint avx512(void) {\n#ifdef __AVX512F__\n    return 1;\n#else\n    return 0;\n#endif\n}\n"
+    lib = load_c("portable", source, ["scale", "avx512"], flags=["-O3", "-march=x86-64-v3"])
+    x, out = torch.arange(64, dtype=torch.float32), torch.empty(64)
+    lib.scale(x, out, 3.0, 64)
+    assert torch.equal(out, x * 3.0)
+    assert lib.avx512() == 0
+    assert load_c("widest", source, ["scale", "avx512"], flags=["-O3", "-march=x86-64-v4"]).avx512() == 1
 
 
 def test_bad_names_and_languages_are_refused():

@@ -149,3 +149,21 @@ def check_without_avx512(name: str, seed: ModuleType, tmp_path: Path, monkeypatc
         for g, e in pairs:
             assert g.shape == e.shape and g.dtype == e.dtype, f"{name} {overrides}"
             assert torch.allclose(g, e, **tol), f"{name} {overrides}: max abs error {(g - e).abs().max()}"
+
+
+def test_the_benches_build_seeds_for_another_level_where_they_ask_for_this_cpu(monkeypatch):
+    """`--march x86-64-v3` of scripts/bench_native.py and bench_seed_ab.py: a seed's `-march=native` becomes the
+    level, so on a CPU with AVX-512 the seed loaded afterwards runs its portable path (and is still correct)."""
+    from benchmarks.seed_build import build_seeds_for
+    from evaluator import native
+
+    monkeypatch.setattr(native, "load_c", native.load_c)  # restored after the test
+    probe = "int avx512(void) {\n#ifdef __AVX512F__\n    return 1;\n#else\n    return 0;\n#endif\n}\n"
+    with pytest.raises(ValueError, match="not an x86-64 level"):
+        build_seeds_for("skylake")
+    build_seeds_for("x86-64-v3")
+    assert native.load_c("probe", probe, ["avx512"], flags=["-O3", "-march=native"]).avx512() == 0
+    task = load_module(builtin_task("relu"), "task_relu_v3")
+    seed = load_module(seed_path(builtin_task("relu"), "cpp"), "seed_relu_v3")
+    x = torch.randn(4099) - 0.25
+    assert torch.equal(seed.ModelNew(*task.get_init_inputs())(x), torch.relu(x))
