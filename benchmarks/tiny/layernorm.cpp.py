@@ -3,7 +3,11 @@ passes: one over memory that sums x - k and (x - k)^2 with k the row's first ele
 from cancelling when the mean is large against the spread), then, while the row is still in L1, the normalised,
 scaled and shifted output written once. AVX-512 with four accumulator pairs, a portable loop where AVX-512 is
 missing, vectorised by omp simd reductions. Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with
-scripts/bench_native.py: the portable path took the seed from 0.42x to 1.06x over eager."""
+scripts/bench_native.py: the portable path took the seed from 0.42x to 1.06x over eager. The second pass writes a large
+output with non-temporal stores (AVX-512, and AVX2 intrinsics where the CPU has them) and, on AVX-512, fetches the
+next row meanwhile: `scripts/bench_seed_ab.py --tasks layernorm --before HEAD --budget-s 6` on an AMD EPYC Zen 4
+(2 cores, 2026-11-28, other benches' builds beside it) measured 1.36x per round (68-77% -> 99-103% of the copy bound),
+and with `--march x86-64-v3` (its AVX2 path, a proxy for a CPU without AVX-512) 1.37x."""
 
 import torch
 import torch.nn as nn
@@ -13,8 +17,10 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #define CHUNK 16
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#endif
+#ifdef __AVX512F__
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
    [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
 static inline __m512 exp16(__m512 x) {
@@ -66,21 +72,37 @@ static void shifted_moments(const float* restrict x, int64_t n, double* restrict
     *var = v > 0.0 ? v : 0.0;
 }
 
+/* An output of STREAM_FROM_BYTES or more whose rows are whole cache lines is written with non-temporal stores (as
+   tiny/rmsnorm's): beside its input it outgrows a 32 MiB last-level cache anyway, and streaming it saves the read of
+   each output line that an ordinary store makes first. Each thread fences its streamed stores. While a row is
+   normalised from L1, the AVX-512 path fetches the next row into L2 (PREFETCH), so that memory is read during the
+   second pass too (7% faster with it, AMD Zen 4). */
+#define STREAM_FROM_BYTES (16 << 20)
+#define PREFETCH 1
 void layernorm(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict out,
                int64_t rows, int64_t cols, double eps) {
-    #pragma omp parallel for schedule(dynamic, CHUNK)
+    int stream = rows * cols * (int64_t)sizeof(float) >= STREAM_FROM_BYTES && cols % 16 == 0
+                 && ((uintptr_t)out & 63) == 0;
+    (void)stream;
+    #pragma omp parallel
+    {
+    #pragma omp for schedule(dynamic, CHUNK) nowait
     for (int64_t r = 0; r < rows; ++r) {
         const float* restrict row = x + r * cols;
+        const float* next = r + 1 < rows ? row + cols : row;
         float* restrict dst = out + r * cols;
         double mean, var;
         shifted_moments(row, cols, &mean, &var);
         float m = (float)mean, rstd = (float)(1.0 / sqrt(var + eps));
+        int64_t i = 0;
 #ifdef __AVX512F__
         __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(rstd);
-        int64_t i = 0;
         for (; i + 16 <= cols; i += 16) {
-            __m512 a = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(row + i), vm), vr);
-            _mm512_storeu_ps(dst + i, _mm512_fmadd_ps(a, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i)));
+            if (PREFETCH) _mm_prefetch((const char*)(next + i), _MM_HINT_T1);
+            __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(row + i), vm), vr),
+                                       _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i));
+            if (stream) _mm512_stream_ps(dst + i, y);
+            else _mm512_storeu_ps(dst + i, y);
         }
         if (i < cols) {  /* masked stores are slow on some CPUs (AMD Zen 4): only the tail uses one */
             __mmask16 k = tail16(cols - i);
@@ -88,9 +110,23 @@ void layernorm(const float* restrict x, const float* restrict w, const float* re
             _mm512_mask_storeu_ps(dst + i, k,
                                   _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(k, w + i), _mm512_maskz_loadu_ps(k, b + i)));
         }
-#else
+#elif defined(__AVX2__) && defined(__FMA__)
+        __m256 vm = _mm256_set1_ps(m), vr = _mm256_set1_ps(rstd);
+        for (; i + 16 <= cols; i += 16) {  /* no prefetch here: 7% slower with it (x86-64-v3 build, Zen 4) */
+            __m256 y0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), vm), vr),
+                                        _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
+            __m256 y1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i + 8), vm), vr),
+                                        _mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(b + i + 8));
+            if (stream) { _mm256_stream_ps(dst + i, y0); _mm256_stream_ps(dst + i + 8, y1); }
+            else { _mm256_storeu_ps(dst + i, y0); _mm256_storeu_ps(dst + i + 8, y1); }
+        }
+#endif
+        (void)next;
         #pragma omp simd
-        for (int64_t i = 0; i < cols; ++i) dst[i] = (row[i] - m) * rstd * w[i] + b[i];
+        for (int64_t j = i; j < cols; ++j) dst[j] = (row[j] - m) * rstd * w[j] + b[j];
+    }
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+    _mm_sfence();
 #endif
     }
 }
