@@ -4,11 +4,16 @@ thread streams its part of the input once), and per 32 input columns the max of 
 vectors (masked loads past the width read -inf: padding never wins, as in PyTorch), split into their even and odd
 columns by two permutes, and each output's window is the max of even, odd and the odd column before it (one lane
 shift that carries across blocks); a large output goes plane by plane through an L1 buffer and out with non-temporal
-stores (see STREAM_FROM_BYTES). Without AVX-512 the same window takes a plain-C path that gcc vectorises
-(pool_row_3s2_plain; built for x86-64-v3 on a 2-CPU Intel Xeon VM, 2026-11-25: 7.8 -> 2.4 ms, eager 21 ms). Other
-windows take the general path: the max of the window's rows column by column into a line (vectorised), then each
-window's max along it. On both paths a NaN in a
-window makes its output NaN, as in PyTorch (see max_nan16 and MAX)."""
+stores (see STREAM_FROM_BYTES). Without AVX-512 the same window took a plain-C path that gcc vectorised (the rows'
+max into a line, then a strided pass for the outputs; built for x86-64-v3 on a 2-CPU Intel Xeon VM, 2026-11-25: 7.8
+-> 2.4 ms, eager 21 ms); it now runs the AVX-512 path's scheme, row prefetch and streaming with gcc's generic vectors
+of 8 floats, 16 input columns a step (pool_row_3s2's #else; AVX2 built for x86-64-v3, SSE or NEON elsewhere; the
+last columns through a block padded with -inf), and streams its output as the AVX-512 path does (2026-11-28, AMD
+EPYC Zen 4, x86-64-v3 build as a proxy for an AVX2 CPU, `scripts/bench_seed_ab.py --tasks max_pool2d --march
+x86-64-v3 --before HEAD --budget-s 4`: 1.96 -> 0.98 ms, 2.07x paired, roofline 43% -> 86%; the AVX-512 build
+unchanged at ~92%). Other windows take the general path: the max of the window's rows column by column into a line
+(vectorised), then each window's max along it. On every path a NaN in a window makes its output NaN, as in PyTorch
+(see max_nan16, max8, MAXV and MAX)."""
 
 import torch
 import torch.nn as nn
@@ -28,17 +33,11 @@ static inline int is_nan(float v) {
     return (bits & 0x7FFFFFFFu) > 0x7F800000u;
 }
 #define MAX(a, b) ((b) > (a) || is_nan(b) ? (b) : (a))
-#ifdef __AVX512F__
+/* MAX with the NaN test as a compare (b != b), which vectorises (with -fno-trapping-math) */
+#define MAXV(a, b) ((b) > (a) || (b) != (b) ? (b) : (a))
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-/* max(a, b) that keeps a NaN of either: vmaxps returns its second operand when either is NaN, so it is asked only
-   in the lanes where a is not NaN (an ordered compare of a with itself); the others keep a. Two instructions where
-   a plain max takes one. Not for -ffast-math builds: gcc may swap vmaxps' operands there (measured: such a build
-   lost 2 of 7 NaN outputs; MAX's bit test kept them). */
-static inline __m512 max_nan16(__m512 a, __m512 b) {
-    return _mm512_mask_max_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a, b);
-}
-/* the lanes of a 16-wide step that lie before the end, `left` elements away */
-static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+#endif
 /* An output of STREAM_FROM_BYTES or more whose planes are whole cache lines (the benchmark's 56 x 56 outputs are 196)
    is pooled plane by plane into a per-thread buffer in L1 and written with non-temporal stores: it outgrows the
    caches anyway, and streaming it to memory saves the read of each output line that an ordinary store makes first. */
@@ -49,8 +48,18 @@ static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0x
 #define PREFETCH_ROWS 8
 static inline void prefetch_rows(const float* x, int64_t first, int64_t total_rows, int64_t w) {
     for (int64_t r = first; r < first + 2 && r < total_rows; ++r)
-        for (int64_t i = 0; i < w; i += 16) _mm_prefetch((const char*)(x + r * w + i), _MM_HINT_T0);
+        for (int64_t i = 0; i < w; i += 16) __builtin_prefetch(x + r * w + i, 0, 3);
 }
+#ifdef __AVX512F__
+/* max(a, b) that keeps a NaN of either: vmaxps returns its second operand when either is NaN, so it is asked only
+   in the lanes where a is not NaN (an ordered compare of a with itself); the others keep a. Two instructions where
+   a plain max takes one. Not for -ffast-math builds: gcc may swap vmaxps' operands there (measured: such a build
+   lost 2 of 7 NaN outputs; MAX's bit test kept them). */
+static inline __m512 max_nan16(__m512 a, __m512 b) {
+    return _mm512_mask_max_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a, b);
+}
+/* the lanes of a 16-wide step that lie before the end, `left` elements away */
+static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 /* The 3x3, stride 2, padding 1 window: output ox covers input columns 2ox - 1 .. 2ox + 1. Per block of 32 input
    columns c .. c + 31 (16 outputs): E = columns c, c + 2, ..., O = columns c + 1, c + 3, ...; output c / 2 + i is
    max(O[i - 1], E[i], O[i]), where O[-1] is the previous block's last odd column (-inf before the first block). */
@@ -85,45 +94,90 @@ static void pool_row_3s2(const float* restrict src, float* restrict dst, int64_t
         else _mm512_mask_storeu_ps(dst + ox, tail16(ow - ox), m);
     }
 }
+#define STREAM_LANES 16
+static inline void stream_lanes(float* dst, const float* src) { _mm512_stream_ps(dst, _mm512_load_ps(src)); }
+#else
+/* Without AVX-512 the same window in gcc's generic vectors of 8 floats (one AVX2 register built for x86-64-v3, two
+   SSE or NEON registers elsewhere), 16 input columns (8 outputs) a step: the max of the rows in two vectors, split
+   into even and odd columns by two shuffles, and the odd column before each output shifted in from the previous
+   step. max8 is MAXV lane by lane (NaN wins), as a compare and a blend. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4)));  /* for unaligned loads and stores */
+typedef int32_t v8i __attribute__((vector_size(32)));
+#if defined(__clang__)
+#define EVEN8(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define ODD8(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15)
+#define PREV8(c, o) __builtin_shufflevector(c, o, 7, 8, 9, 10, 11, 12, 13, 14)
+#else
+#define EVEN8(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14})
+#define ODD8(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15})
+#define PREV8(c, o) __builtin_shuffle(c, o, (v8i){7, 8, 9, 10, 11, 12, 13, 14})
 #endif
-/* The benchmark's window (3x3, stride 2, padding 1) without AVX-512, in plain C that gcc vectorises (AVX2, SSE,
-   NEON) with -fno-trapping-math: the window's rows combined column by column into `line` one place to the right
-   (line[0] and line[w + 1] are the padding, -inf), then output ox is the max of line[2ox .. 2ox + 2]. MAXV is MAX
-   with the NaN test as a compare (b != b) instead of a bit test through memory, which kept both loops scalar: on a
-   2-CPU Intel Xeon VM (2026-11-25), the benchmark shape built for x86-64-v3 took 7.8 ms before (11% of the copy
-   bandwidth's bound on an AVX2 host), 2.6 ms with these loops and 2.4 ms with the rows prefetched ahead (the AVX-512
-   path: 1.3 ms). */
-#define PREFETCH_PLAIN 8
-#define MAXV(a, b) ((b) > (a) || (b) != (b) ? (b) : (a))
-static void pool_row_3s2_plain(const float* restrict src, float* restrict dst, float* restrict line, int64_t h,
-                               int64_t w, int64_t ow, int64_t oy) {
+#define load8(p) (*(const v8f_u*)(p))
+/* a macro, not a function: a function passing 8-float vectors by value draws gcc's ABI note where AVX is off */
+#define max8(a, b) ({                                           \
+    v8f a_ = (a), b_ = (b);                                     \
+    v8i take_b = (b_ > a_) | (b_ != b_);                        \
+    (v8f)(((v8i)b_ & take_b) | ((v8i)a_ & ~take_b));            \
+})
+static void pool_row_3s2(const float* restrict src, float* restrict dst, int64_t h, int64_t w, int64_t ow,
+                         int64_t oy) {
     int64_t y0 = 2 * oy - 1, y1 = y0 + 3 < h ? y0 + 3 : h;
     y0 = y0 > 0 ? y0 : 0;
+    const int64_t rows = y1 - y0;
     const float* restrict r0 = src + y0 * w;
     const float* restrict r1 = r0 + w;
     const float* restrict r2 = r1 + w;
-    if (y1 - y0 == 3) {
-        #pragma omp simd
-        for (int64_t i = 0; i < w; ++i) line[i + 1] = MAXV(MAXV(r0[i], r1[i]), r2[i]);
-    } else if (y1 - y0 == 2) {
-        #pragma omp simd
-        for (int64_t i = 0; i < w; ++i) line[i + 1] = MAXV(r0[i], r1[i]);
-    } else {
-        #pragma omp simd
-        for (int64_t i = 0; i < w; ++i) line[i + 1] = r0[i];
+    const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    v8f carry = ninf;
+    int64_t ox = 0, c = 0;
+    for (; c + 16 <= w; c += 16, ox += 8) {
+        v8f lo = load8(r0 + c), hi = load8(r0 + c + 8);
+        if (rows > 1) {
+            lo = max8(lo, load8(r1 + c));
+            hi = max8(hi, load8(r1 + c + 8));
+        }
+        if (rows > 2) {
+            lo = max8(lo, load8(r2 + c));
+            hi = max8(hi, load8(r2 + c + 8));
+        }
+        v8f e = EVEN8(lo, hi), o = ODD8(lo, hi), prev = PREV8(carry, o);
+        carry = o;
+        *(v8f_u*)(dst + ox) = max8(max8(prev, e), o);
     }
-    line[0] = line[w + 1] = -INFINITY;
-    #pragma omp simd
-    for (int64_t ox = 0; ox < ow; ++ox) dst[ox] = MAXV(MAXV(line[2 * ox], line[2 * ox + 1]), line[2 * ox + 2]);
+    if (ox < ow) {  /* the last w - c < 16 columns, combined into a block padded with -inf (the padding) */
+        float block[16], maxes[8];
+        for (int64_t i = 0; i < 16; ++i) block[i] = -INFINITY;
+        for (int64_t i = 0; c + i < w; ++i) {
+            float v = r0[c + i];
+            if (rows > 1) v = MAXV(v, r1[c + i]);
+            if (rows > 2) v = MAXV(v, r2[c + i]);
+            block[i] = v;
+        }
+        v8f lo = load8(block), hi = load8(block + 8), o = ODD8(lo, hi);
+        v8f m = max8(max8(PREV8(carry, o), EVEN8(lo, hi)), o);
+        memcpy(maxes, &m, sizeof maxes);
+        for (int64_t i = 0; ox + i < ow; ++i) dst[ox + i] = maxes[i];
+    }
 }
-/* One OpenMP iteration per output row of one (sample, channel) plane, in two passes: the window's input rows are
-   combined column by column into one row (a contiguous, vectorised loop), then each output takes its window of that
-   row. Windows are clipped to the real pixels. */
+#if defined(__AVX__)
+#define STREAM_LANES 8
+static inline void stream_lanes(float* dst, const float* src) { _mm256_stream_ps(dst, _mm256_load_ps(src)); }
+#elif defined(__SSE2__)
+#define STREAM_LANES 4
+static inline void stream_lanes(float* dst, const float* src) { _mm_stream_ps(dst, _mm_load_ps(src)); }
+#endif
+#endif
+/* The benchmark's window on every CPU: one OpenMP iteration per output row (pool_row_3s2, prefetching input rows
+   ahead), through the L1 buffer and non-temporal stores where the output is large. Other windows: one OpenMP
+   iteration per output row of one (sample, channel) plane, in two passes: the window's input rows are combined column
+   by column into one row (a contiguous, vectorised loop), then each output takes its window of that row. Windows are
+   clipped to the real pixels. */
 void max_pool2d(const float* restrict x, float* restrict out, int64_t planes, int64_t h, int64_t w, int64_t oh,
           int64_t ow, int64_t k, int64_t stride, int64_t pad) {
-#ifdef __AVX512F__
     if (k == 3 && stride == 2 && pad == 1 && ow == (w + 1) / 2) {
         const int64_t plane_out = oh * ow;
+#ifdef STREAM_LANES
         if (planes * plane_out * (int64_t)sizeof(float) >= STREAM_FROM_BYTES && plane_out % 16 == 0
             && (uintptr_t)out % 64 == 0) {
             #pragma omp parallel
@@ -137,25 +191,24 @@ void max_pool2d(const float* restrict x, float* restrict out, int64_t planes, in
                         pool_row_3s2(x + p * h * w, dst + oy * ow, h, w, ow, oy);
                     }
                     if (buf != NULL)
-                        for (int64_t i = 0; i < plane_out; i += 16)
-                            _mm512_stream_ps(out + p * plane_out + i, _mm512_load_ps(buf + i));
+                        for (int64_t i = 0; i < plane_out; i += STREAM_LANES)
+                            stream_lanes(out + p * plane_out + i, buf + i);
                 }
                 _mm_sfence();
                 free(buf);
             }
-        } else {
-            #pragma omp parallel for schedule(static)
-            for (int64_t po = 0; po < planes * oh; ++po) {
-                int64_t p = po / oh, oy = po % oh;
-                float* dst = out + p * plane_out;
-                prefetch_rows(x, p * h + 2 * (oy + PREFETCH_ROWS), planes * h, w);
-                pool_row_3s2(x + p * h * w, dst + oy * ow, h, w, ow, oy);
-            }
+            return;
+        }
+#endif
+        #pragma omp parallel for schedule(static)
+        for (int64_t po = 0; po < planes * oh; ++po) {
+            int64_t p = po / oh, oy = po % oh;
+            float* dst = out + p * plane_out;
+            prefetch_rows(x, p * h + 2 * (oy + PREFETCH_ROWS), planes * h, w);
+            pool_row_3s2(x + p * h * w, dst + oy * ow, h, w, ow, oy);
         }
         return;
     }
-#endif
-    const int stem = k == 3 && stride == 2 && pad == 1 && ow == (w + 1) / 2;
     #pragma omp parallel
     {
         float* restrict line = malloc(sizeof(float) * (w + 2));
@@ -164,13 +217,6 @@ void max_pool2d(const float* restrict x, float* restrict out, int64_t planes, in
             int64_t p = po / oh, oy = po % oh;
             const float* restrict src = x + p * h * w;
             float* restrict dst = out + p * oh * ow + oy * ow;
-            if (stem) {
-                /* input rows 2 (oy + PREFETCH_PLAIN) and the next, into the cache ahead, as the AVX-512 path does */
-                for (int64_t r = 2 * (oy + PREFETCH_PLAIN); r < 2 * (oy + PREFETCH_PLAIN) + 2 && r < h; ++r)
-                    for (int64_t i = 0; i < w; i += 16) __builtin_prefetch(src + r * w + i, 0, 3);
-                pool_row_3s2_plain(src, dst, line, h, w, ow, oy);
-                continue;
-            }
             int64_t y0 = oy * stride - pad, y1 = y0 + k < h ? y0 + k : h;
             y0 = y0 > 0 ? y0 : 0;
             #pragma omp simd
