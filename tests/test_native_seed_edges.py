@@ -1,11 +1,13 @@
 """The memory-bound native seeds' fast paths on shapes where their vector loops have edges: pooling widths around a
 32-column block (the even/odd split and the lane carried across blocks), one- and two-row inputs (clipped windows),
-and row lengths around 16 and 32 lanes (masked tails, the unrolled loops' remainders). Built with the seeds' own flags,
-so on this machine the AVX-512 paths run; `test_native_seeds_portable.py` covers the portable ones."""
+and row lengths around 16 and 32 lanes (masked tails, the unrolled loops' remainders). Each test runs twice where the
+CPU has AVX-512: built with the seeds' own flags (the AVX-512 paths), and built for x86-64-v3 (AVX2 and FMA: the paths
+a CPU without AVX-512 runs, `benchmarks/seed_build.py`); elsewhere once, with the seeds' own flags."""
 
 from __future__ import annotations
 
 import importlib.util
+import platform
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +20,10 @@ if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
+from benchmarks.seed_build import build_seeds_for  # noqa: E402
+from evaluator import native  # noqa: E402
+
+AVX512 = platform.machine() == "x86_64" and " avx512f" in Path("/proc/cpuinfo").read_text()
 
 POOL_SHAPES = [{"BATCH": 1, "CHANNELS": 2, "HEIGHT": h, "WIDTH": w} for h in (1, 2, 5) for w in (1, 2, 31, 32, 33, 34, 65)] + [
     # outputs past the seeds' streaming threshold (4 MiB): planes of whole cache lines (56 x 56) and of not (55 x 55)
@@ -54,6 +60,15 @@ EDGES = {
                   {"BATCH": 1, "CHANNELS": 2049, "HEIGHT": 1, "WIDTH": 2049}],
 }
 SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 100.0, -100.0, 3.0, -3.0]
+
+
+@pytest.fixture(autouse=True, params=["native", "x86-64-v3"] if AVX512 else ["native"])
+def seed_level(request, monkeypatch):
+    """Seeds loaded in the test are built for this level (`-march=native`, or x86-64-v3 in its place)."""
+    if request.param != "native":
+        monkeypatch.setattr(native, "load_c", native.load_c)  # restored after the test
+        build_seeds_for(request.param)
+    return request.param
 
 
 def load_module(path: Path, name: str) -> ModuleType:
