@@ -1,9 +1,17 @@
-"""Native seed for ops/mish: x * tanh(softplus(x)) = x * p / (p + 2) with n = e^x and p = n (n + 2) (x itself
-above 20, where the ratio is 1 in fp32), elementwise; OpenMP over blocks of BLOCK elements (static: one contiguous
-band per thread), AVX-512 with a vectorised exponential (see exp16) and rcp14 plus a Newton step for the division,
-unmasked except for the tail (masked stores are slow on AMD Zen 4). Where AVX-512 is missing, an omp simd loop with
-exp_simd, the same polynomial in plain C that gcc vectorises (built for x86-64-v3 on a 2-CPU Intel Xeon VM,
-2026-11-25: 12.5 ms with glibc's scalar expf, 4.5 with exp_simd; eager 14.8, the AVX-512 path 3.3)."""
+"""Native seed for ops/mish: x * tanh(softplus(x)) = x * (p / (p + 2)) with e = 2^t, t = x log2 e, and p = e (e + 2),
+t clamped to [-160, 32] on AVX-512 and [-127, 32] in plain C: at the low end e is 0 (mish(-inf) = -inf * 0 = NaN, as
+in PyTorch), from the high end on (x = 22.2) p + 2 rounds to p, so the ratio is 1 and mish(x) = x, inf included;
+elementwise, OpenMP over blocks of BLOCK elements (static: one contiguous band per thread), AVX-512 with a vectorised
+2^t (see exp2_16) and a true division, unmasked except for the tail (masked stores are slow on AMD Zen 4). Where
+AVX-512 is missing, an omp simd loop with exp2_simd, the same polynomial in plain C that gcc vectorises, clamped to
+bounds read at run time (see EXP2_LO). Built for x86-64-v3 on a 2-CPU Intel Xeon VM, 2026-11-25: 12.5 ms with
+glibc's scalar expf, 4.5 with exp_simd, a general e^x in plain C; eager 14.8, the AVX-512 path 3.3. Since 2026-11-28
+both paths take 2^t (one rounding, a degree-5 polynomial) in place of a general e^x (two-part ln 2 reduction, degree
+6, and in plain C subnormal-safe scaling), the final select on x > 20 is gone (the clamp makes the ratio 1), and the
+portable path no longer has the second division and blends that gcc made of constant clamps (AMD EPYC Zen 4,
+x86-64-v3 build as a proxy for an AVX2 CPU, `scripts/bench_seed_ab.py --tasks mish --march x86-64-v3 --before HEAD
+--budget-s 4`: 3.11 -> 1.91 ms, 1.64x paired, roofline 60% -> 97%, 95% in `scripts/bench_native.py --march
+x86-64-v3`; the AVX-512 build, the same command without --march: 1.63 -> 1.24 ms, 1.24x paired)."""
 
 import torch
 import torch.nn as nn
@@ -13,54 +21,49 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
-   which lets the clamps become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2 (two-part
-   ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n as the product of two powers of two built in the
-   exponent bits, so results below the normal range become subnormal or 0 and those above it inf, as expf's do
-   (relative error under 3e-7 where the result is normal; -inf gives 0, inf gives inf, NaN stays NaN). */
-static inline float exp_simd(float x) {
-    float c = x < -104.0f ? -104.0f : x;  /* in this order NaN stays NaN */
-    c = c > 89.0f ? 89.0f : c;
-    float t = c * 1.44269504089f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = c - n * 0.693145751953125f;
-    r = r - n * 1.428606820309417e-06f;
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t ni, half, b1, b2;
-    memcpy(&ni, &t, 4);
-    ni -= 0x4B400000;                   /* n, from -150 to 128 */
-    half = ni >> 1;
-    b1 = (half + 127) << 23;
-    b2 = (ni - half + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    return p * s1 * s2;
+/* 2^t of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON), for t in [-127, 128]
+   (callers clamp; NaN gives NaN): n = round(t) by the 1.5 * 2^23 trick, f = t - n in [-1/2, 1/2], a degree-5
+   polynomial for 2^f (fitted for relative error, about 2e-7) and 2^n built in the exponent bits, which are 0 at
+   n = -127 (results below about 2^-126.5 flush to 0 rather than going subnormal) and inf at n = 128. Eleven vector
+   operations where a general exp (two-part ln 2 reduction, degree 6, both clamps, subnormal-safe scaling) takes
+   about twenty. */
+static inline float exp2_simd(float t) {
+    float k = t + 12582912.0f;
+    float n = k - 12582912.0f;
+    float f = t - n;
+    float p = 1.327647129073739e-3f;
+    p = p * f + 9.675540961325169e-3f;
+    p = p * f + 5.550713092088699e-2f;
+    p = p * f + 2.402212023735046e-1f;
+    p = p * f + 6.931469440460205e-1f;
+    p = p * f + 1.000000119209290f;
+    uint32_t b;
+    memcpy(&b, &k, 4);                  /* 0x4B400000 + n: (b + 127) << 23 keeps the low 9 bits, n + 127 */
+    b = (b + 127u) << 23;
+    float s;
+    memcpy(&s, &b, 4);
+    return p * s;
 }
+/* the bounds of x log2 e, read at run time (once a block): with constant bounds gcc copies the exponential and the
+   division into each clamped path, folds them there and blends the paths back (a second division and blends a
+   vector); with these the clamps are one vmaxps and one vminps (AVX2). A NaN may leave them as a bound: the
+   NaN of the result comes from x itself. At the upper one, x = 22.2, mish(x) is x in
+   fp32. */
+static volatile float EXP2_LO = -127.0f, EXP2_HI = 32.0f;
 #define BLOCK 8192
 #ifdef __AVX512F__
 #include <immintrin.h>
-/* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
-   [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
-static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820309417e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+/* 2^t of 16 floats: n = round(t), f = t - n in [-1/2, 1/2], the degree-5 polynomial of exp2_simd for 2^f and scalef
+   for the 2^n, which goes subnormal, 0 and inf as the true 2^t does (t clamped by the caller) */
+static inline __m512 exp2_16(__m512 t) {
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.327647129073739e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675540961325169e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713092088699e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402212023735046e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469440460205e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000119209290f));
     return _mm512_scalef_ps(p, n);
 }
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
@@ -68,12 +71,13 @@ static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0x
 #endif
 #ifdef __AVX512F__
 static inline __m512 op16(__m512 v) {
-    const __m512 two = _mm512_set1_ps(2.0f), big = _mm512_set1_ps(20.0f);
-    __m512 n = exp16(_mm512_min_ps(v, big)), p = _mm512_mul_ps(n, _mm512_add_ps(n, two)), d = _mm512_add_ps(p, two);
-    __m512 r = _mm512_rcp14_ps(d);
-    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, two));  /* one Newton step: 1 / d to about 2^-28 */
-    __m512 y = _mm512_mul_ps(_mm512_mul_ps(v, p), r);
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, big, _CMP_GT_OQ), v);
+    const __m512 two = _mm512_set1_ps(2.0f);
+    /* x log2 e, clamped: at -160 2^t is 0, so mish(-inf) = -inf * 0 = NaN as in PyTorch; from 32 on p + 2 rounds to
+       p, so the ratio is 1 and mish(x) = x, inf included */
+    __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(1.44269504089f));
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-160.0f)), _mm512_set1_ps(32.0f));
+    __m512 e = exp2_16(t), p = _mm512_mul_ps(e, _mm512_add_ps(e, two));
+    return _mm512_mul_ps(v, _mm512_div_ps(p, _mm512_add_ps(p, two)));
 }
 #endif
 
@@ -89,10 +93,14 @@ void mish(const float* restrict x, float* restrict out, int64_t n) {
             _mm512_mask_storeu_ps(out + i, k, op16(_mm512_maskz_loadu_ps(k, x + i)));
         }
 #else
+        const float lo = EXP2_LO, hi = EXP2_HI;
         #pragma omp simd
         for (int64_t j = i; j < end; ++j) {
-            float v = x[j], e = exp_simd(v < 20.0f ? v : 20.0f), p = e * (e + 2.0f);
-            out[j] = v > 20.0f ? v : v * p / (p + 2.0f);
+            float v = x[j], t = v * 1.44269504089f;  /* x log2 e */
+            t = t < lo ? lo : t;
+            t = t > hi ? hi : t;
+            float e = exp2_simd(t), p = e * (e + 2.0f);
+            out[j] = v * (p / (p + 2.0f));  /* from t = 32 on p + 2 rounds to p: v * 1, so inf stays inf */
         }
 #endif
     }

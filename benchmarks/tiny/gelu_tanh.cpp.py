@@ -1,10 +1,17 @@
 """Native seed for tiny/gelu_tanh: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal x / (1
-+ e^(-2u)); elementwise, OpenMP over blocks of BLOCK elements (static: one contiguous band per thread), AVX-512 with
-a vectorised exponential (see exp16) and rcp14 plus a Newton step for the division, unmasked except for the tail
-(masked stores are slow on AMD Zen 4); a portable path where AVX-512 is missing with exp_simd, the same polynomial in
-plain C that gcc vectorises in omp simd loops (-fno-trapping-math lets its clamps become vector selects). Measured
-2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from
-0.72x to 3.85x over eager."""
++ 2^t), t = -2u log2 e; elementwise, OpenMP over blocks of BLOCK elements (static: one contiguous band per thread),
+AVX-512 with a vectorised 2^t (see exp2_16) and a true division, unmasked except for the tail (masked stores are slow
+on AMD Zen 4); a portable path where AVX-512 is missing with exp2_simd, the same polynomial in plain C that gcc
+vectorises in omp simd loops, clamped to bounds read at run time (see EXP2_LO). Where 2^t overflows (x below about
+-10) the division gives PyTorch's -0, and at x = -inf its NaN. Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2
+cores) with scripts/bench_native.py: the portable path took the seed from 0.72x to 3.85x over eager. Since 2026-11-28
+both paths take 2^t (one rounding, a degree-5 polynomial) in place of a general e^x (two-part ln 2 reduction, degree
+6, and in plain C both clamps and subnormal-safe scaling), and the portable path no longer has the second division
+and three blends a vector that gcc made of constant clamps (AMD EPYC Zen 4, x86-64-v3 build as a proxy for an AVX2
+CPU, `scripts/bench_seed_ab.py --tasks gelu_tanh --march x86-64-v3 --before HEAD --budget-s 4`: 3.12 -> 1.84 ms,
+1.70x paired, roofline 59% -> 101%, 98% in `scripts/bench_native.py --march x86-64-v3`; the AVX-512 build, the same
+command without --march: 1.03x paired, 93% -> 96%, and it now gives NaN at -inf and -0 at -3e38 where its clamped
+exponential and reciprocal gave -inf and -0.9)."""
 
 import torch
 import torch.nn as nn
@@ -14,54 +21,48 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
-   which lets the clamps become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2 (two-part
-   ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n as the product of two powers of two built in the
-   exponent bits, so results below the normal range become subnormal or 0 and those above it inf, as expf's do
-   (relative error under 3e-7 where the result is normal; -inf gives 0, inf gives inf, NaN stays NaN). */
-static inline float exp_simd(float x) {
-    float c = x < -104.0f ? -104.0f : x;  /* in this order NaN stays NaN */
-    c = c > 89.0f ? 89.0f : c;
-    float t = c * 1.44269504089f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = c - n * 0.693145751953125f;
-    r = r - n * 1.428606820309417e-06f;
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t ni, half, b1, b2;
-    memcpy(&ni, &t, 4);
-    ni -= 0x4B400000;                   /* n, from -150 to 128 */
-    half = ni >> 1;
-    b1 = (half + 127) << 23;
-    b2 = (ni - half + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    return p * s1 * s2;
+/* 2^t of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON), for t in [-127, 128]
+   (callers clamp; NaN gives NaN): n = round(t) by the 1.5 * 2^23 trick, f = t - n in [-1/2, 1/2], a degree-5
+   polynomial for 2^f (fitted for relative error, about 2e-7) and 2^n built in the exponent bits, which are 0 at
+   n = -127 (results below about 2^-126.5 flush to 0 rather than going subnormal) and inf at n = 128. Eleven vector
+   operations where a general exp (two-part ln 2 reduction, degree 6, both clamps, subnormal-safe scaling) takes
+   about twenty. */
+static inline float exp2_simd(float t) {
+    float k = t + 12582912.0f;
+    float n = k - 12582912.0f;
+    float f = t - n;
+    float p = 1.327647129073739e-3f;
+    p = p * f + 9.675540961325169e-3f;
+    p = p * f + 5.550713092088699e-2f;
+    p = p * f + 2.402212023735046e-1f;
+    p = p * f + 6.931469440460205e-1f;
+    p = p * f + 1.000000119209290f;
+    uint32_t b;
+    memcpy(&b, &k, 4);                  /* 0x4B400000 + n: (b + 127) << 23 keeps the low 9 bits, n + 127 */
+    b = (b + 127u) << 23;
+    float s;
+    memcpy(&s, &b, 4);
+    return p * s;
 }
+/* exp2_simd's domain, read at run time (once a block): with constant bounds gcc copies the exponential and the
+   division into each clamped path, folds them there and blends the paths back (two divisions and three blends a
+   vector); with these the clamps are one vmaxps and one vminps (AVX2). A NaN may leave them as a bound: the
+   NaN of the result comes from x itself. */
+static volatile float EXP2_LO = -127.0f, EXP2_HI = 128.0f;
 #define BLOCK 8192
 #ifdef __AVX512F__
 #include <immintrin.h>
-/* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
-   [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
-static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820309417e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+/* 2^t of 16 floats: n = round(t), f = t - n in [-1/2, 1/2], the degree-5 polynomial of exp2_simd for 2^f and scalef
+   for the 2^n, which goes subnormal, 0 and inf as the true 2^t does (t clamped by the caller) */
+static inline __m512 exp2_16(__m512 t) {
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.327647129073739e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675540961325169e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713092088699e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402212023735046e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469440460205e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000119209290f));
     return _mm512_scalef_ps(p, n);
 }
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
@@ -69,13 +70,12 @@ static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0x
 #endif
 #ifdef __AVX512F__
 static inline __m512 op16(__m512 v) {
-    __m512 v2 = _mm512_mul_ps(v, v);
-    __m512 u = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.7978845608028654f)),
-                             _mm512_fmadd_ps(v2, _mm512_set1_ps(0.044715f), _mm512_set1_ps(1.0f)));
-    __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_mul_ps(u, _mm512_set1_ps(-2.0f))));
-    __m512 r = _mm512_rcp14_ps(d);
-    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));  /* one Newton step: about 2^-28 */
-    return _mm512_mul_ps(v, r);
+    __m512 t = _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.10294324160f),
+                                                _mm512_set1_ps(-2.3022081982f)));  /* -2u log2 e */
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(129.0f));
+    /* a true division: where 2^t is inf (x below about -10) the quotient is -0, and at x = -inf it is -inf / inf =
+       NaN, as PyTorch's 0.5 x (1 + tanh(u)) gives */
+    return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp2_16(t)));
 }
 #endif
 
@@ -91,10 +91,13 @@ void gelu_tanh(const float* restrict x, float* restrict out, int64_t n) {
             _mm512_mask_storeu_ps(out + i, k, op16(_mm512_maskz_loadu_ps(k, x + i)));
         }
 #else
+        const float lo = EXP2_LO, hi = EXP2_HI;
         #pragma omp simd
         for (int64_t j = i; j < end; ++j) {
-            float v = x[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-            out[j] = v / (1.0f + exp_simd(-2.0f * u));
+            float v = x[j], t = v * (v * v * -0.10294324160f + -2.3022081982f);  /* -2u log2 e */
+            t = t < lo ? lo : t;
+            t = t > hi ? hi : t;
+            out[j] = v / (1.0f + exp2_simd(t));
         }
 #endif
     }
