@@ -56,6 +56,8 @@ EDGES = {
     # elementwise: short tails, and outputs just past relu's and hardswish's streaming threshold (16 MiB), odd tails
     "relu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
     "silu": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
+    "gelu_tanh": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
+    "mish": [{"BATCH": 1, "DIM": 7}, {"BATCH": 3, "DIM": 33}, {"BATCH": 2049, "DIM": 2049}],
     "hardswish": [{"BATCH": 1, "CHANNELS": 1, "HEIGHT": 1, "WIDTH": 7},
                   {"BATCH": 1, "CHANNELS": 2049, "HEIGHT": 1, "WIDTH": 2049}],
 }
@@ -115,12 +117,13 @@ def test_seed_propagates_nan_and_inf_as_pytorch_does(name, rows):
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), name
 
 
-@pytest.mark.parametrize("name", ["silu", "swiglu"])
+@pytest.mark.parametrize("name", ["silu", "swiglu", "gelu_tanh", "mish"])
 @pytest.mark.parametrize("rows", [2, 1025])
-def test_sigmoid_seeds_match_pytorch_on_special_and_huge_values(name, rows):
-    """silu and swiglu's gate through NaN, +-inf and finite values so large that PyTorch's exp(-x) overflows in fp32
-    (x / inf = -0 there): the clamped exponential must not turn -1e30 into -5e10 nor -inf into -inf (PyTorch: NaN).
-    swiglu's up half holds ordinary values, so what its gate gives shows through."""
+def test_exponential_seeds_match_pytorch_on_special_and_huge_values(name, rows):
+    """silu, swiglu's gate, gelu_tanh and mish through NaN, +-inf and finite values so large that PyTorch's exp
+    overflows in fp32 (x / inf = -0 there): the clamped exponential must not turn -1e30 into -5e10 nor -inf into -inf
+    (PyTorch: NaN), nor -3e38 into -0.9 (gelu_tanh's AVX-512 path did both until 2026-11-28). swiglu's up half holds
+    ordinary values, so what its gate gives shows through."""
     task = load_module(builtin_task(name), f"huge_task_{name}")
     seed = load_module(seed_path(name, "cpp"), f"huge_seed_{name}")
     values = torch.tensor(SPECIAL + [-1e30, 1e30, -3e38, 3e38, -88.0, -89.0, -1e5, 1e5])
