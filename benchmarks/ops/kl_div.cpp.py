@@ -3,10 +3,19 @@ each row from memory once and with two exponentials per element instead of three
 - max)); then over t, e = exp(t - max t) gives S = sum(e) and W = sum(e * (t - s)), and the row's term is W / S +
 lse(s) - lse(t). Rows split across OpenMP threads (dynamic chunks of CHUNK rows; a row pair is 32 KiB at the
 benchmark shape, in L1); the rows' terms are added in double and divided by the batch size ("batchmean"). AVX-512
-with a vectorised 2^t for t <= 0 (see exp2neg16) while the next rows are prefetched into L2 (see kl_row), a portable
-path where AVX-512 is missing with exp_simd, the same polynomial in plain C that gcc vectorises in omp simd loops
-(-fno-trapping-math lets its clamps become vector selects). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores)
-with scripts/bench_native.py: the portable path took the seed from 1.12x to 3.40x over eager."""
+with a vectorised 2^t for t <= 0 (see exp2neg16) while the next rows are prefetched into L2 (see kl_row). Measured
+2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from
+1.12x to 3.40x over eager.
+
+The portable path (where AVX-512 is missing) was compute-bound: two general exponentials (exp_simd, some 30 vector
+operations each) an element. Since 2026-11-28 it takes both maxes in 32 lanes and uses exp2neg, a plain-C 2^t for t <= 0
+that gcc vectorises (14 operations), on u log2 e with u = x - max, prefetching the next rows' lines one per 16 elements;
+W sums e (u_t - u_s), which holds no offset of the rows (the old e (t - s) in float was off by 2e-2 at offsets of 1e6,
+by 3e-4 at 1e5). -fno-trapping-math lets exp2neg's clamp become a vector select. Measured 2026-11-28 on an AMD EPYC Zen
+4, x86-64-v3 build as a proxy for an AVX2 CPU, on a machine shared with other jobs: `scripts/bench_seed_ab.py --tasks
+kl_div --march x86-64-v3 --before HEAD` 2.06x to 2.18x per round (paired, four runs); `scripts/bench_native.py
+--no-compile --march x86-64-v3` of the copy-bandwidth roofline: 21% to 50% (the old and the new seed one after the
+other, copy 30 and 26 GB/s) and 61% in a quieter moment (copy 38 GB/s)."""
 
 import torch
 import torch.nn as nn
@@ -16,36 +25,6 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
-   which lets the clamps become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2 (two-part
-   ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n as the product of two powers of two built in the
-   exponent bits, so results below the normal range become subnormal or 0 and those above it inf, as expf's do
-   (relative error under 3e-7 where the result is normal; -inf gives 0, inf gives inf, NaN stays NaN). */
-static inline float exp_simd(float x) {
-    float c = x < -104.0f ? -104.0f : x;  /* in this order NaN stays NaN */
-    c = c > 89.0f ? 89.0f : c;
-    float t = c * 1.44269504089f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = c - n * 0.693145751953125f;
-    r = r - n * 1.428606820309417e-06f;
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t ni, half, b1, b2;
-    memcpy(&ni, &t, 4);
-    ni -= 0x4B400000;                   /* n, from -150 to 128 */
-    half = ni >> 1;
-    b1 = (half + 127) << 23;
-    b2 = (ni - half + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    return p * s1 * s2;
-}
 #define CHUNK 16
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -71,6 +50,29 @@ static inline __m512 to_exp2(__m512 x, __m512 scaled_max) {
 }
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+#else
+/* 2^t of one float for t <= 0 in plain C that gcc vectorises (callers pass t = (x - the row's max) log2 e):
+   n = round(t) by adding 1.5 * 2^23 + 127, which also leaves n + 127 in the low bits, so 2^n is those bits shifted
+   into the exponent field; f = t - n in [-1/2, 1/2] and exp2neg16's degree-5 polynomial for 2^f (relative error about
+   2e-7). Below -127 the clamp makes 2^n, so the result, 0 (expf's is below 2^-126 there); NaN stays NaN. 14 vector
+   operations where a general exponential takes some 30 with its two clamps, two-part ln 2 and two-factor scaling. */
+static inline float exp2neg(float t) {
+    t = t < -127.0f ? -127.0f : t;
+    float k = t + 12583039.0f;
+    float f = t - (k - 12583039.0f);
+    float p = 1.327647129073739e-3f;
+    p = p * f + 9.675540961325169e-3f;
+    p = p * f + 5.550713092088699e-2f;
+    p = p * f + 2.402212023735046e-1f;
+    p = p * f + 6.931469440460205e-1f;
+    p = p * f + 1.000000119209290f;
+    int32_t bits;
+    memcpy(&bits, &k, 4);
+    bits <<= 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
 #endif
 #ifdef __AVX512F__
 static float row_max(const float* restrict row, int64_t cols) {
@@ -115,21 +117,49 @@ static double kl_row(const float* restrict p, const float* restrict q, const flo
         w = _mm512_fmadd_ps(e, _mm512_sub_ps(vq, vp), w);
     }
     float sump = _mm512_reduce_add_ps(sp), sumq = _mm512_reduce_add_ps(sq), ws = _mm512_reduce_add_ps(w);
-#else
-    (void)np;
-    (void)nq;
-    float maxp = -INFINITY, maxq = -INFINITY, sump = 0.0f, sumq = 0.0f, ws = 0.0f;
-    #pragma omp simd reduction(max:maxp, maxq)
-    for (int64_t i = 0; i < cols; ++i) { maxp = p[i] > maxp ? p[i] : maxp; maxq = q[i] > maxq ? q[i] : maxq; }
-    #pragma omp simd reduction(+:sump, sumq, ws)
-    for (int64_t i = 0; i < cols; ++i) {
-        float e = exp_simd(q[i] - maxq);
-        sump += exp_simd(p[i] - maxp);
-        sumq += e;
-        ws += e * (q[i] - p[i]);
-    }
-#endif
     double lse_p = (double)maxp + log((double)sump), lse_q = (double)maxq + log((double)sumq);
+#else
+    /* both maxes in 32 lanes (four AVX2 vectors each, so the loads do not wait on one accumulator) */
+    float mp[32], mq[32], maxp = -INFINITY, maxq = -INFINITY, sump = 0.0f, sumq = 0.0f, ws = 0.0f;
+    for (int j = 0; j < 32; ++j) mp[j] = mq[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 32 <= cols; i += 32) {
+        #pragma omp simd
+        for (int j = 0; j < 32; ++j) {
+            mp[j] = p[i + j] > mp[j] ? p[i + j] : mp[j];
+            mq[j] = q[i + j] > mq[j] ? q[i + j] : mq[j];
+        }
+    }
+    for (; i < cols; ++i) { maxp = p[i] > maxp ? p[i] : maxp; maxq = q[i] > maxq ? q[i] : maxq; }
+    for (int j = 0; j < 32; ++j) { maxp = mp[j] > maxp ? mp[j] : maxp; maxq = mq[j] > maxq ? mq[j] : maxq; }
+    /* u = x - max, exact near the max: t = u log2 e for the exponentials, and ws sums e (u_q - u_p), which carries no
+       offset of the rows (its rounding would outweigh the divergence); lse_p and lse_q are each row's log-sum-exp
+       less its max */
+    float sp[8] = {0}, sq[8] = {0}, w[8] = {0};  /* one AVX2 vector each: two exponentials a lane */
+    for (i = 0; i + 16 <= cols; i += 16) {  /* and one line of each next row into L2, a step */
+        __builtin_prefetch(np + i, 0, 2);
+        __builtin_prefetch(nq + i, 0, 2);
+        for (int h = 0; h < 16; h += 8) {
+            #pragma omp simd
+            for (int j = 0; j < 8; ++j) {
+                float up = p[i + h + j] - maxp, uq = q[i + h + j] - maxq;
+                float e = exp2neg(uq * 1.44269504088896341f);
+                sp[j] += exp2neg(up * 1.44269504088896341f);
+                sq[j] += e;
+                w[j] += e * (uq - up);
+            }
+        }
+    }
+    for (; i < cols; ++i) {
+        float up = p[i] - maxp, uq = q[i] - maxq;
+        float e = exp2neg(uq * 1.44269504088896341f);
+        sump += exp2neg(up * 1.44269504088896341f);
+        sumq += e;
+        ws += e * (uq - up);
+    }
+    for (int j = 0; j < 8; ++j) { sump += sp[j]; sumq += sq[j]; ws += w[j]; }
+    double lse_p = log((double)sump), lse_q = log((double)sumq);
+#endif
     return (double)ws / (double)sumq + lse_p - lse_q;
 }
 

@@ -1,10 +1,20 @@
 """Native seed for ops/log_softmax: rows split across OpenMP threads (dynamic chunks of CHUNK rows); each row (16 KiB at
 the benchmark shape, so it stays in L1) in three passes: its max (the only pass that reads memory), the sum of exp(x
 - max) (AVX-512 2^t for t <= 0, see exp2neg16, while the next row is prefetched into L2), and x - (max + log(sum))
-written once, with non-temporal stores for a large output (see STREAM_FROM_BYTES). A portable path where AVX-512 is
-missing with exp_simd, the same polynomial in plain C that gcc vectorises in omp simd loops (-fno-trapping-math lets
-its clamps become vector selects). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with
-scripts/bench_native.py: the portable path took the seed from 0.29x to 1.30x over eager."""
+written once, with non-temporal stores for a large output (see STREAM_FROM_BYTES). Measured 2026-11-25 on an AMD EPYC
+Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from 0.29x to 1.30x over eager.
+
+The portable path (where AVX-512 is missing) was compute-bound: its general exponential (exp_simd) took some 30 vector
+operations an element. Since 2026-11-28 it takes the max in 32 lanes and sums exp2neg, a plain-C 2^t for t <= 0 that gcc
+vectorises (14 operations), on x log2 e - max log2 e in one fused multiply-add (see EXP2_ARG), with the next row's lines
+prefetched one per 16 elements; it writes (x - max) - (lse - max), exact near the max for rows far from 0 too (the old x
+- (max + logf(sum)) was off by 3e-2 at an offset of 1e6), and with AVX2 streams a large output as the AVX-512 path does
+(_mm256_stream_ps: 24 to 30% faster in paired runs with each call's memory flushed first, as the evaluator times);
+exp_simd stays for rows whose max is past MAX_PIVOT. Measured 2026-11-28 on an AMD EPYC Zen 4, x86-64-v3 build as a
+proxy for an AVX2 CPU, on a machine shared with other jobs: `scripts/bench_seed_ab.py --tasks log_softmax --march
+x86-64-v3 --before HEAD` 1.96x to 2.21x per round (paired, three runs); `scripts/bench_native.py --no-compile --march
+x86-64-v3` of the copy-bandwidth roofline: 35% to 91% (the old and the new seed one after the other, copy 30 and 26
+GB/s) and 99% in a quieter moment (copy 38 GB/s)."""
 
 import torch
 import torch.nn as nn
@@ -69,6 +79,46 @@ static inline __m512 to_exp2(__m512 x, __m512 scaled_max) {
 }
 /* the lanes of a 16-wide step that lie before the end, `left` elements away */
 static inline __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+#else
+/* 2^t of one float in plain C that gcc vectorises, for t <= 0 and up to a few above (callers pass t = (x - the row's
+   max) log2 e, or x log2 e - m with m the max times log2 e rounded, see EXP2_ARG): n = round(t) by adding
+   1.5 * 2^23 + 127, which also leaves n + 127 in the low bits, so 2^n is those bits shifted into the exponent field;
+   f = t - n in [-1/2, 1/2] and exp2neg16's degree-5 polynomial for 2^f (relative error about 2e-7). Below -127 the
+   clamp makes 2^n, so the result, 0 (expf's is below 2^-126 there); NaN stays NaN. 14 vector operations where
+   exp_simd takes some 30 with its two clamps, two-part ln 2 and two-factor scaling. */
+static inline float exp2neg(float t) {
+    t = t < -127.0f ? -127.0f : t;
+    float k = t + 12583039.0f;
+    float f = t - (k - 12583039.0f);
+    float p = 1.327647129073739e-3f;
+    p = p * f + 9.675540961325169e-3f;
+    p = p * f + 5.550713092088699e-2f;
+    p = p * f + 2.402212023735046e-1f;
+    p = p * f + 6.931469440460205e-1f;
+    p = p * f + 1.000000119209290f;
+    int32_t bits;
+    memcpy(&bits, &k, 4);
+    bits <<= 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+/* The exponent of a row's terms. With a fused multiply-add: x L - m in one rounding, L being log2 e as a float and m
+   the max times L rounded to a float, and the row's log-sum-exp is then (m + max (log2 e - L)) ln 2 + log(sum) in
+   double (exact in m; the second term makes up for L's rounding, to 2e-8 of x - max). |max| <= MAX_PIVOT keeps the
+   largest t at half an ulp of m, under 1. Without one: (x - max) L and max + log(sum) (exact near the max). */
+#define MAX_PIVOT 1e7f
+#ifdef FP_FAST_FMAF
+#define EXP2_ARG(x, mx, m) fmaf((x), 1.44269504088896341f, -(m))
+#define EXP2_PIVOT(mx, m) \
+    (((double)(m) + (double)(mx) * (1.44269504088896340736 - (double)1.44269504088896341f)) * 0.693147180559945309)
+#else
+#define EXP2_ARG(x, mx, m) (((x) - (mx)) * 1.44269504088896341f)
+#define EXP2_PIVOT(mx, m) ((void)(m), (double)(mx))
+#endif
+#ifdef __AVX2__
+#include <immintrin.h>  /* _mm256_stream_ps for a large output (see STREAM_FROM_BYTES) */
+#endif
 #endif
 /* `next`: the row this thread most likely takes next, fetched into L2 while this row's exponentials run from L1 (the
    max pass is the only one that reads memory: without the prefetch the core would stream and compute in turns). */
@@ -106,19 +156,45 @@ static void log_softmax_row(const float* restrict row, const float* next, float*
         _mm512_mask_storeu_ps(dst + i, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + i), shift));
     }
 #else
-    (void)stream;
-    float mx = -INFINITY, sum = 0.0f;
-    #pragma omp simd reduction(max:mx)
-    for (int64_t i = 0; i < cols; ++i) mx = row[i] > mx ? row[i] : mx;
-    for (int64_t i0 = 0; i0 < cols; i0 += 256) {  /* the next row into L2, 16 lines a step, as the AVX-512 path */
-        int64_t i1 = i0 + 256 < cols ? i0 + 256 : cols;
-        for (int64_t p = i0; p < i1; p += 16) __builtin_prefetch(next + p, 0, 2);
-        #pragma omp simd reduction(+:sum)
-        for (int64_t i = i0; i < i1; ++i) sum += exp_simd(row[i] - mx);
+    /* the max in 32 lanes (four AVX2 vectors, so the loads do not wait on one accumulator) */
+    float m[32], mx = -INFINITY, sum = 0.0f, d;
+    for (int j = 0; j < 32; ++j) m[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 32 <= cols; i += 32) {
+        #pragma omp simd
+        for (int j = 0; j < 32; ++j) m[j] = row[i + j] > m[j] ? row[i + j] : m[j];
     }
-    float shift = mx + logf(sum);
+    for (; i < cols; ++i) mx = row[i] > mx ? row[i] : mx;
+    for (int j = 0; j < 32; ++j) mx = m[j] > mx ? m[j] : mx;
+    if (fabsf(mx) <= MAX_PIVOT) {
+        float scaled_max = mx * 1.44269504088896341f;
+        float s[16] = {0};
+        for (i = 0; i + 16 <= cols; i += 16) {  /* 16 lanes, and one line of the next row into L2, a step */
+            __builtin_prefetch(next + i, 0, 2);
+            #pragma omp simd
+            for (int j = 0; j < 16; ++j) s[j] += exp2neg(EXP2_ARG(row[i + j], mx, scaled_max));
+        }
+        for (; i < cols; ++i) sum += exp2neg(EXP2_ARG(row[i], mx, scaled_max));
+        for (int j = 0; j < 16; ++j) sum += s[j];
+        d = (float)(EXP2_PIVOT(mx, scaled_max) - (double)mx + log((double)sum));
+    } else {  /* a max past MAX_PIVOT, inf or -inf (a row of them): exp_simd of x - max */
+        #pragma omp simd reduction(+:sum)
+        for (i = 0; i < cols; ++i) sum += exp_simd(row[i] - mx);
+        d = logf(sum);
+    }
+    /* (x - max) - d with d = log-sum-exp - max: exact near the max however large it is */
+#ifdef __AVX2__
+    if (stream) {  /* rows start on cache lines (see log_softmax) */
+        __m256 vmx = _mm256_set1_ps(mx), vd = _mm256_set1_ps(d);
+        for (i = 0; i < cols; i += 8)
+            _mm256_stream_ps(dst + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), vmx), vd));
+        return;
+    }
+#else
+    (void)stream;
+#endif
     #pragma omp simd
-    for (int64_t i = 0; i < cols; ++i) dst[i] = row[i] - shift;
+    for (i = 0; i < cols; ++i) dst[i] = (row[i] - mx) - d;
 #endif
 }
 
@@ -134,7 +210,7 @@ void log_softmax(const float* restrict x, float* restrict out, int64_t rows, int
         #pragma omp for schedule(dynamic, CHUNK) nowait
         for (int64_t r = 0; r < rows; ++r)
             log_softmax_row(x + r * cols, x + (r + 1 < rows ? r + 1 : r) * cols, out + r * cols, cols, stream);
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
         _mm_sfence();
 #endif
     }
