@@ -2,10 +2,19 @@
 memory once: rows split across OpenMP threads (dynamic chunks of CHUNK rows); per row (16 KiB each, in L1) the max of
 x; e = exp(x - max) written to the output while summing e and dy * e; then out = e / S * (dy - (dy . e) / S). AVX-512
 with a vectorised exponential (see exp16; glibc's expf is several times slower), unmasked except for the tail (masked
-stores are slow on AMD Zen 4); a portable path where AVX-512 is missing with exp_simd, the same polynomial in plain C
-that gcc vectorises in omp simd loops (-fno-trapping-math lets its clamps become vector selects). Measured 2026-11-25
-on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from 0.58x to
-3.03x over eager."""
+stores are slow on AMD Zen 4); a portable path where AVX-512 is missing: e = 2^t, t = (x - max) log2 e, with
+exp2_simd, a polynomial in plain C that gcc vectorises in omp simd loops, its clamp's bound read at run time (see
+EXP2_LO). Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path
+took the seed from 0.58x to 3.03x over eager. Since 2026-11-28 the portable path takes 2^t (one rounding, a degree-5
+polynomial, one clamp) in place of a general e^x (two-part ln 2 reduction, degree 6, both clamps, subnormal-safe
+scaling) (AMD EPYC Zen 4, x86-64-v3 build as a proxy for an AVX2 CPU, `scripts/bench_seed_ab.py --tasks
+softmax_backward --march x86-64-v3 --before HEAD --budget-s 4`: 3.23 -> 2.88 ms, 1.13x paired (1.12x in another run
+at load 1.7; 1.38-1.51x at load 2.2-2.5, where the arithmetic counts more), roofline 86% -> 97%, of copy 92% -> 103%;
+87% in `scripts/bench_native.py --march x86-64-v3` at a 36.6 GB/s copy peak; the AVX-512 path 1.00x paired, 88%), and
+the AVX-512 path's clamps keep a NaN (a NaN logit made its row finite there; PyTorch's row is NaN). Tried on the
+portable path and not kept: streaming the output on AVX2 (e kept in a per-thread scratch row: 0.95-1.08x paired over
+five runs; recomputing e instead: slower still), fetching the next row into L2 meanwhile (0.90x), and taking the next
+row's max while scaling this one's output (0.95x)."""
 
 import torch
 import torch.nn as nn
@@ -15,43 +24,49 @@ SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-/* exp of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON; with -fno-trapping-math,
-   which lets the clamps become vector selects): n = round(x log2 e) by the 1.5 * 2^23 trick, r = x - n ln2 (two-part
-   ln2), a degree-6 polynomial for e^r on [-ln2/2, ln2/2] and 2^n as the product of two powers of two built in the
-   exponent bits, so results below the normal range become subnormal or 0 and those above it inf, as expf's do
-   (relative error under 3e-7 where the result is normal; -inf gives 0, inf gives inf, NaN stays NaN). */
-static inline float exp_simd(float x) {
-    float c = x < -104.0f ? -104.0f : x;  /* in this order NaN stays NaN */
-    c = c > 89.0f ? 89.0f : c;
-    float t = c * 1.44269504089f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = c - n * 0.693145751953125f;
-    r = r - n * 1.428606820309417e-06f;
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t ni, half, b1, b2;
-    memcpy(&ni, &t, 4);
-    ni -= 0x4B400000;                   /* n, from -150 to 128 */
-    half = ni >> 1;
-    b1 = (half + 127) << 23;
-    b2 = (ni - half + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    return p * s1 * s2;
+/* 2^t of one float in plain C that gcc vectorises inside `omp simd` loops (AVX2, SSE, NEON), for t in [-127, 128]
+   (callers clamp; NaN gives NaN): n = round(t) by the 1.5 * 2^23 trick, f = t - n in [-1/2, 1/2], a degree-5
+   polynomial for 2^f (fitted for relative error, about 2e-7) and 2^n built in the exponent bits, which are 0 at
+   n = -127 (results below about 2^-126.5 flush to 0 rather than going subnormal) and inf at n = 128. Eleven vector
+   operations where a general exp (two-part ln 2 reduction, degree 6, both clamps, subnormal-safe scaling) takes
+   about twenty. */
+static inline float exp2_simd(float t) {
+    float k = t + 12582912.0f;
+    float n = k - 12582912.0f;
+    float f = t - n;
+    float p = 1.327647129073739e-3f;
+    p = p * f + 9.675540961325169e-3f;
+    p = p * f + 5.550713092088699e-2f;
+    p = p * f + 2.402212023735046e-1f;
+    p = p * f + 6.931469440460205e-1f;
+    p = p * f + 1.000000119209290f;
+    uint32_t b;
+    memcpy(&b, &k, 4);                  /* 0x4B400000 + n: (b + 127) << 23 keeps the low 9 bits, n + 127 */
+    b = (b + 127u) << 23;
+    float s;
+    memcpy(&s, &b, 4);
+    return p * s;
+}
+/* exp2_simd's lower bound, read at run time (once a row): with a constant one gcc masks the result with a compare
+   and an and; with this the clamp is one vmaxps (AVX2). t = (x - max) log2 e is never above 0, or it is NaN (a NaN
+   logit, or inf - inf where the max is inf), which `t < lo ? lo : t` keeps and exp2_simd turns into NaN: the row's
+   sum and output are NaN then, as PyTorch's. */
+static volatile float EXP2_LO = -127.0f;
+/* e^(x - max) of one element of a row, for the portable path */
+static inline float exp_shifted(float v, float mx, float lo) {
+    float t = (v - mx) * 1.44269504088896341f;
+    t = t < lo ? lo : t;
+    return exp2_simd(t);
 }
 #define CHUNK 16
 #ifdef __AVX512F__
 #include <immintrin.h>
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
-   [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
+   [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). The clamps take
+   the bound first: max and min give their second operand where either is NaN, so a NaN stays NaN and makes its
+   row's sum and output NaN, as PyTorch's (with x first a NaN logit became e^-104 and its row finite). */
 static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -114,10 +129,11 @@ static void softmax_backward_row(const float* restrict row, const float* restric
     }
 #else
     float mx = -INFINITY, sum = 0.0f, dot = 0.0f;
+    const float lo = EXP2_LO;
     #pragma omp simd reduction(max:mx)
     for (int64_t i = 0; i < cols; ++i) mx = row[i] > mx ? row[i] : mx;
     #pragma omp simd reduction(+:sum, dot)
-    for (int64_t i = 0; i < cols; ++i) { float e = exp_simd(row[i] - mx); dst[i] = e; sum += e; dot += g[i] * e; }
+    for (int64_t i = 0; i < cols; ++i) { float e = exp_shifted(row[i], mx, lo); dst[i] = e; sum += e; dot += g[i] * e; }
     float inv = 1.0f / sum;
     dot *= inv;
     #pragma omp simd
