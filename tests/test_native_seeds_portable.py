@@ -128,6 +128,41 @@ def test_portable_exponential_matches_torch_exp(name, tmp_path):
     assert out[0].isnan(), f"{name}: exp(NaN) = {out[0]}"
 
 
+# Seeds whose portable path takes 2^t in plain C: `exp2_simd` (callers clamp t to [-127, 128]) or `exp2neg` (t <= 0,
+# it clamps below itself): one rounding and a degree-5 polynomial where exp_simd has a two-part ln 2 reduction.
+EXP2_SEEDS = sorted((p.name.split(".")[0], fn) for suite in ("tiny", "ops")
+                    for p in (ROOT / "benchmarks" / suite).glob("*.cpp.py")
+                    for fn in ("exp2_simd", "exp2neg") if f"static inline float {fn}(" in p.read_text())
+
+
+def test_exp2_seeds_are_found():
+    assert ("gelu_tanh", "exp2_simd") in EXP2_SEEDS and ("softmax", "exp2neg") in EXP2_SEEDS
+
+
+@pytest.mark.parametrize("name, fn", EXP2_SEEDS)
+def test_portable_exp2_matches_torch_exp2(name, fn, tmp_path):
+    """2^t against torch.exp2 in double precision over its domain: within 5e-7 relative where the result is a normal
+    float; 0 at -127 and below (exp2neg); inf once t rounds to 128, from 127.5 (exp2_simd: where 2^t is still below
+    FLT_MAX, but its callers divide by 1 + 2^t, so the quotient is 0 either way); NaN for NaN."""
+    seed = load_module(seed_path(name, "cpp"), f"exp2_seed_{name}")
+    probe = (f"\nvoid exp2_probe(const float* restrict x, float* restrict out, int64_t n) {{\n"
+             f"    #pragma omp simd\n    for (int64_t i = 0; i < n; ++i) out[i] = {fn}(x[i]);\n}}\n")
+    lib = build_without_avx512(seed, tmp_path, probe, ["exp2_probe"])
+    top = 127.49 if fn == "exp2_simd" else 0.0
+    t = torch.cat([torch.linspace(-126.0, top, 1_000_003), -torch.rand(100_000) * 20, torch.tensor([0.0, -0.0, -1e-30])])
+    out = torch.empty_like(t)
+    lib.exp2_probe(t, out, t.numel())
+    relative = ((out.double() - t.double().exp2()) / t.double().exp2()).abs()
+    assert relative.max() <= 5e-7, f"{name} {fn}: worst at t = {t[relative.argmax()]}: {relative.max():.3g}"
+    edges = torch.tensor([-127.0, -float("inf")] if fn == "exp2neg" else [-127.0, 127.5])
+    out = torch.empty_like(edges)
+    lib.exp2_probe(edges, out, edges.numel())
+    assert out[0] == 0.0 and (out[1] == 0.0 if fn == "exp2neg" else out[1] == float("inf")), f"{name} {fn}: {out}"
+    nan = torch.tensor([float("nan")])
+    lib.exp2_probe(nan, out, 1)
+    assert out[0].isnan(), f"{name} {fn}: 2^NaN = {out[0]}"
+
+
 def check_without_avx512(name: str, seed: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed built for x86-64-v3 matches the task on every small shape variant."""
     task = load_module(builtin_task(name), f"portable_task_{name}")
