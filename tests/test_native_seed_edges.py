@@ -7,6 +7,7 @@ a CPU without AVX-512 runs, `benchmarks/seed_build.py`); elsewhere once, with th
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import platform
 import sys
 from pathlib import Path
@@ -35,8 +36,13 @@ EDGES = {
     "col_sum": [{"ROWS": r, "COLS": c} for r in (1, 65) for c in (1, 17, 255, 257)],
     "row_mean": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
     "row_sum": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
-    "log_softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
-    "softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS],
+    # and outputs past the streaming threshold (8 MiB; 16 MiB on some paths) with rows of whole cache lines, and not
+    "log_softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1100, "DIM": 4096},
+                                                                    {"BATCH": 1100, "DIM": 4100}],
+    "softmax": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1100, "DIM": 4096},
+                                                                {"BATCH": 1100, "DIM": 4100}],
+    "softmax_temperature": [{"BATCH": 3, "DIM": d} for d in ROW_LENGTHS] + [{"BATCH": 1100, "DIM": 4096},
+                                                                            {"BATCH": 1100, "DIM": 4100}],
     "cross_entropy": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "kl_div": [{"BATCH": 3, "CLASSES": d} for d in ROW_LENGTHS],
     "swiglu": [{"TOKENS": 3, "HIDDEN": d} for d in ROW_LENGTHS],
@@ -159,3 +165,53 @@ def test_pooling_seeds_propagate_nan_and_inf_as_pytorch_does(name, window, chann
     assert torch.equal(got.isnan(), expected.isnan()), (name, window, int(got.isnan().sum()), int(expected.isnan().sum()))
     assert torch.equal(got.isinf(), expected.isinf()), (name, window)
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True), (name, window)
+
+
+# Seeds whose output PyTorch's NaN and +-inf rules fix in every entry (a NaN or an inf in a row of softmax makes the row
+# NaN, in layer norm's too, a NaN decides max); each is checked where the vector loop's body and its last step read the
+# special value. rmsnorm_residual, huber_loss, mse_loss and relu_backward pass too but have no EDGES entry. row_max's
+# portable path (the x86-64-v3 build) still skips NaN: the check its AVX-512 path makes cost 5-6% there at BATCH=256.
+SPECIAL_VALUE_SEEDS = ["softmax", "softmax_temperature", "log_softmax", "cross_entropy", "kl_div", "row_max",
+                       "l2_normalize", "layernorm", "group_norm", "layernorm_backward", "rmsnorm", "softmax_backward",
+                       "batchnorm_inference", "silu", "swiglu", "gelu_tanh", "mish", "relu", "hardswish", "row_sum",
+                       "row_mean", "col_sum", "add_mul", "leaky_relu_scale", "avg_pool2d", "max_pool2d"]
+# kl_div's AVX-512 path gives -inf where a teacher logit is -inf (PyTorch: NaN, exp(-inf) * -inf), so its second input
+# is left out until that is fixed
+ONLY_THE_FIRST_INPUT = {"kl_div"}
+
+
+@pytest.mark.parametrize("name", SPECIAL_VALUE_SEEDS)
+def test_seed_matches_pytorch_with_a_nan_or_inf_in_an_input(name, seed_level, monkeypatch, request):
+    """One NaN, +inf or -inf in the task's first or second floating-point input (its batch cut to 5), early in the
+    first row and at the very end: PyTorch's NaNs and infs in exactly the same places (indices too, for row_max), other
+    values within 1e-3."""
+    if name == "row_max" and (seed_level != "native" or not AVX512):  # a known gap, kept visible: fails when fixed
+        request.applymarker(pytest.mark.xfail(strict=True, reason="row_max's portable path skips NaN "
+                                                                  "(see SPECIAL_VALUE_SEEDS)"))
+    task = load_module(builtin_task(name), f"nan_task_{name}")
+    seed = load_module(seed_path(name, "cpp"), f"nan_seed_{name}")
+    for key in ("BATCH", "TOKENS", "ROWS"):
+        if hasattr(task, key):
+            monkeypatch.setattr(task, key, 5)
+    model = task.Model(*task.get_init_inputs())
+    candidate = seed.ModelNew(*task.get_init_inputs())
+    candidate.load_state_dict(model.state_dict())
+    for special, where, which in itertools.product((float("nan"), float("inf"), -float("inf")), (37, -1), (0, 1)):
+        torch.manual_seed(1)
+        inputs = task.get_inputs()
+        if which >= len(inputs) or not inputs[which].is_floating_point() or (which and name in ONLY_THE_FIRST_INPUT):
+            continue
+        inputs[which].view(-1)[where] = special
+        with torch.no_grad():
+            expected, got = model(*inputs), candidate(*inputs)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = got if isinstance(got, tuple) else (got,)
+        for e, g in zip(expected, got, strict=True):
+            what = f"{name}: {special} at {where} of input {which}"
+            assert g.shape == e.shape, what
+            if not e.is_floating_point():
+                assert torch.equal(g, e), what
+                continue
+            assert torch.equal(g.isnan(), e.isnan()), f"{what}: {int(g.isnan().sum())} NaN, {int(e.isnan().sum())}"
+            assert torch.equal(g.isinf(), e.isinf()), f"{what}: {int(g.isinf().sum())} inf, {int(e.isinf().sum())}"
+            assert torch.allclose(g, e, atol=1e-3, rtol=1e-3, equal_nan=True), what

@@ -13,7 +13,11 @@ next row's lines prefetched one per 16 elements; exp_simd stays for rows whose m
 2026-11-28 on an AMD EPYC Zen 4, x86-64-v3 build as a proxy for an AVX2 CPU, on a machine shared with other jobs:
 `scripts/bench_seed_ab.py --tasks cross_entropy --march x86-64-v3 --before HEAD` 2.15x to 2.62x per round (paired, three
 runs); `scripts/bench_native.py --no-compile --march x86-64-v3` of the copy-bandwidth roofline: 23% to 59% (the old and
-the new seed one after the other, copy 30 and 26 GB/s) and 73% in a quieter moment (copy 38 GB/s)."""
+the new seed one after the other, copy 30 and 26 GB/s) and 73% in a quieter moment (copy 38 GB/s).
+
+NaN and inf, since 2026-11-28 on the AVX-512 path too: a row holding a NaN or a +inf makes the loss NaN, as in PyTorch,
+and a -inf at a row's target makes it inf (exp2neg16's clamp puts the constant first, since vmaxps returns its second
+operand when either is NaN: it dropped the NaN, which made the loss finite or inf)."""
 
 import torch
 import torch.nn as nn
@@ -61,7 +65,8 @@ static inline float exp_simd(float x) {
    2^n: nine vector operations where a general exp with a two-part ln 2 reduction takes thirteen. Underflows to 0
    below 2^-150, as expf does. */
 static inline __m512 exp2neg16(__m512 t) {
-    t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
+    t = _mm512_max_ps(_mm512_set1_ps(-150.0f), t);  /* the constant first: vmaxps returns its second operand when
+                                                      either is NaN, so NaN stays NaN */
     __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(t, n);
     __m512 p = _mm512_set1_ps(1.327647129073739e-3f);

@@ -5,7 +5,10 @@ from cancelling; per-plane float sums gathered in double), then, from L2, each p
 (s = rstd * weight[c], t = bias[c] - mean * s), a large output by non-temporal stores (see STREAM_FROM_BYTES).
 AVX-512 with four accumulator pairs, a portable loop where AVX-512 is missing, vectorised by omp simd reductions.
 Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the
-seed from 0.48x to 1.04x over eager."""
+seed from 0.48x to 1.04x over eager.
+
+NaN and inf, since 2026-11-28: a (sample, group) block holding a NaN or an inf comes out all NaN, as in PyTorch (the
+variance's clamp at 0 keeps a NaN; it made an inf block's variance 0 and its outputs inf)."""
 
 import torch
 import torch.nn as nn
@@ -20,7 +23,8 @@ SOURCE = r"""
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
    [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
 static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+    /* the constant first: vmaxps and vminps return their second operand when either is NaN, so NaN stays NaN */
+    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -88,7 +92,8 @@ void group_norm(const float* restrict x, const float* restrict w, const float* r
         double sum = 0.0, sq = 0.0;
         for (int64_t cc = 0; cc < per_group; ++cc) shifted_sums(src + cc * plane, plane, k, &sum, &sq);
         double ms = sum / (double)block, var = sq / (double)block - ms * ms;
-        double mean = (double)k + ms, rstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
+        /* var < 0.0 ? 0.0 : var in this order, so that NaN (an inf or a NaN in the block) stays NaN */
+        double mean = (double)k + ms, rstd = 1.0 / sqrt((var < 0.0 ? 0.0 : var) + eps);
         for (int64_t cc = 0; cc < per_group; ++cc) {
             int64_t c = (bg % groups) * per_group + cc;
             float s = (float)(rstd * w[c]), t = (float)(b[c] - mean * rstd * w[c]);

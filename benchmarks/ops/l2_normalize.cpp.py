@@ -1,5 +1,8 @@
 """Native seed for ops/l2_normalize: per row, the sum of squares in one vectorised pass, then
-x / max(norm, eps) in a second while the row is in cache."""
+x / max(norm, eps) in a second while the row is in cache.
+
+NaN and inf, since 2026-11-28: a row holding a NaN comes out all NaN, as in PyTorch (the clamp at eps keeps a NaN norm;
+it gave eps, leaving the NaN alone), and a row holding an inf gives 0 and NaN (inf / inf) as PyTorch's does."""
 
 import torch
 import torch.nn as nn
@@ -18,7 +21,7 @@ void l2_normalize(const float* restrict x, float* restrict out, int64_t rows, in
         float sq = 0.0f;
         #pragma omp simd reduction(+:sq)
         for (int64_t i = 0; i < cols; ++i) sq += row[i] * row[i];
-        float norm = sqrtf(sq), denom = norm > (float)eps ? norm : (float)eps;
+        float norm = sqrtf(sq), denom = norm < (float)eps ? (float)eps : norm;  /* NaN stays NaN */
         #pragma omp simd
         for (int64_t i = 0; i < cols; ++i) dst[i] = row[i] / denom;
     }

@@ -7,6 +7,11 @@ row far from zero keeps its precision, and the mean, the variance and sum(g * xh
 both inputs instead of a pass over x alone, a second over x (in cache) and a third that first brought dy in: on a
 2-CPU Intel Xeon VM (2026-11-25) 67% of the copy bandwidth's bound with the three passes, where each core streamed
 one array at a time.
+
+NaN and inf, since 2026-11-28: a NaN or inf in a row of x makes that row of dx all NaN (the variance's clamp at 0 keeps
+a NaN; it made the variance 0 and dx a mix of inf and NaN), and a row whose dy holds one takes a scalar path with
+PyTorch's own formula (a dy w + b x + c, sums about 0), so that its NaNs and infs fall where PyTorch's do: all NaN, or
+for some signs of x, b and c a mix.
 """
 
 import torch
@@ -36,8 +41,17 @@ void layernorm_backward(const float* restrict dy, const float* restrict x, const
             sgd += gw * d;
         }
         const float n = (float)cols, md = sd / n;  /* mean - s */
-        const float var = fmaxf(sdd / n - md * md, 0.0f);
+        const float v = sdd / n - md * md, var = v < 0.0f ? 0.0f : v;  /* an inf or NaN in x: NaN, so dx is NaN */
         const float rstd = 1.0f / sqrtf(var + (float)eps), mean = s + md;
+        if (!isfinite(sg) || !isfinite(sgd)) {
+            /* an inf or NaN in dy (x finite): PyTorch's own formula, dx = a dy w + b x + c with its sums about 0, whose
+               infs and NaNs (which depend on the signs of x, b and c) this rare path reproduces */
+            float ds = 0.0f, db = 0.0f;
+            for (int64_t i = 0; i < cols; ++i) { ds += g[i] * row[i] * w[i]; db += g[i] * w[i]; }
+            const float b = (db * mean - ds) * rstd * rstd * rstd / n, c = -b * mean - db * rstd / n;
+            for (int64_t i = 0; i < cols; ++i) dst[i] = rstd * g[i] * w[i] + b * row[i] + c;
+            continue;
+        }
         const float mg = sg / n, mgx = (sgd - md * sg) * rstd / n;  /* mean(g), mean(g * xhat) */
         #pragma omp simd
         for (int64_t i = 0; i < cols; ++i) dst[i] = rstd * (g[i] * w[i] - mg - (row[i] - mean) * rstd * mgx);

@@ -14,7 +14,11 @@ exp_simd stays for rows whose max is past MAX_PIVOT. Measured 2026-11-28 on an A
 proxy for an AVX2 CPU, on a machine shared with other jobs: `scripts/bench_seed_ab.py --tasks log_softmax --march
 x86-64-v3 --before HEAD` 1.96x to 2.21x per round (paired, three runs); `scripts/bench_native.py --no-compile --march
 x86-64-v3` of the copy-bandwidth roofline: 35% to 91% (the old and the new seed one after the other, copy 30 and 26
-GB/s) and 99% in a quieter moment (copy 38 GB/s)."""
+GB/s) and 99% in a quieter moment (copy 38 GB/s).
+
+NaN and inf, since 2026-11-28 on the AVX-512 path too: a row holding a NaN or a +inf comes out all NaN and a -inf stays
+-inf, as in PyTorch (exp2neg16's clamp puts the constant first, since vmaxps returns its second operand when either is
+NaN: it dropped the NaN, so a NaN stayed alone and a +inf row gave infs)."""
 
 import torch
 import torch.nn as nn
@@ -62,7 +66,8 @@ static inline float exp_simd(float x) {
    2^n: nine vector operations where a general exp with a two-part ln 2 reduction takes thirteen. Underflows to 0
    below 2^-150, as expf does. */
 static inline __m512 exp2neg16(__m512 t) {
-    t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
+    t = _mm512_max_ps(_mm512_set1_ps(-150.0f), t);  /* the constant first: vmaxps returns its second operand when
+                                                      either is NaN, so NaN stays NaN */
     __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(t, n);
     __m512 p = _mm512_set1_ps(1.327647129073739e-3f);

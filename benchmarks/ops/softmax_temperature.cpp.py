@@ -21,7 +21,11 @@ softmax_temperature --march x86-64-v3 --before HEAD` 1.62x to 1.79x per round (p
 seed one after the other, copy 30 and 26 GB/s) and 92% in a quieter moment (copy 38 GB/s). The AVX-512 path got the same
 prefetch and streaming on 2026-11-28 (29% faster in a paired C test with each call's memory flushed first, as the
 evaluator's timer does since 2026-11-25; as in tiny/softmax, streaming alone would lose there):
-`scripts/bench_seed_ab.py --tasks softmax_temperature --before HEAD` gave 1.22x and 1.30x per round (two runs)."""
+`scripts/bench_seed_ab.py --tasks softmax_temperature --before HEAD` gave 1.22x and 1.30x per round (two runs).
+
+NaN and inf, since 2026-11-28 on the AVX-512 path too: a row holding a NaN or a +inf (after the division by t) comes out
+all NaN and a -inf gives 0, as in PyTorch (exp16's clamps put the constant first, since vmaxps and vminps return their
+second operand when either is NaN: they dropped the NaN, which made such a row finite)."""
 
 import torch
 import torch.nn as nn
@@ -37,7 +41,8 @@ SOURCE = r"""
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
    [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
 static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+    /* the constant first: vmaxps and vminps return their second operand when either is NaN, so NaN stays NaN */
+    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);

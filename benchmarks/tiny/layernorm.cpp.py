@@ -7,7 +7,10 @@ scripts/bench_native.py: the portable path took the seed from 0.42x to 1.06x ove
 output with non-temporal stores (AVX-512, and AVX2 intrinsics where the CPU has them) and, on AVX-512, fetches the
 next row meanwhile: `scripts/bench_seed_ab.py --tasks layernorm --before HEAD --budget-s 6` on an AMD EPYC Zen 4
 (2 cores, 2026-11-28, other benches' builds beside it) measured 1.36x per round (68-77% -> 99-103% of the copy bound),
-and with `--march x86-64-v3` (its AVX2 path, a proxy for a CPU without AVX-512) 1.37x."""
+and with `--march x86-64-v3` (its AVX2 path, a proxy for a CPU without AVX-512) 1.37x.
+
+NaN and inf, since 2026-11-28: a row holding a NaN or an inf comes out all NaN, as in PyTorch (the variance's clamp at 0
+keeps a NaN; it made an inf row's variance 0 and its outputs inf)."""
 
 import torch
 import torch.nn as nn
@@ -24,7 +27,8 @@ SOURCE = r"""
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
    [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
 static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+    /* the constant first: vmaxps and vminps return their second operand when either is NaN, so NaN stays NaN */
+    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -69,7 +73,7 @@ static void shifted_moments(const float* restrict x, int64_t n, double* restrict
 #endif
     double ms = (double)s / (double)n, v = (double)q / (double)n - ms * ms;
     *mean = (double)k + ms;
-    *var = v > 0.0 ? v : 0.0;
+    *var = v < 0.0 ? 0.0 : v;  /* in this order NaN (an inf or a NaN in the row) stays NaN: the row's output too */
 }
 
 /* An output of STREAM_FROM_BYTES or more whose rows are whole cache lines is written with non-temporal stores (as

@@ -23,7 +23,11 @@ to 89% (the old and the new seed one after the other, copy 30 and 26 GB/s) and 9
 The AVX-512 path got the same prefetch and streaming on 2026-11-28: there streaming alone measured 17% slower, the
 prefetch alone 7% faster and the two together 28% faster (paired, each call's memory flushed first, as the evaluator's
 timer does since 2026-11-25); `scripts/bench_seed_ab.py --tasks softmax --before HEAD` gave 1.29x to 1.36x per round
-(three runs)."""
+(three runs).
+
+NaN and inf, since 2026-11-28 on the AVX-512 path too: a row holding a NaN or a +inf comes out all NaN and a -inf gives
+0, as in PyTorch (exp16's clamps put the constant first, since vmaxps and vminps return their second operand when either
+is NaN: they dropped the NaN, which made such a row finite)."""
 
 import torch
 import torch.nn as nn
@@ -39,7 +43,8 @@ SOURCE = r"""
 /* exp of 16 floats: n = round(x log2 e), r = x - n ln2 (two-part ln2), a degree-6 polynomial for e^r on
    [-ln2/2, ln2/2] and scalef for the 2^n (relative error about 2e-7; underflows to 0 below -104). */
 static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+    /* the constant first: vmaxps and vminps return their second operand when either is NaN, so NaN stays NaN */
+    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
