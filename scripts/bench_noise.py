@@ -51,9 +51,9 @@ def record_blocks() -> None:
 
     block = measure_mod._block
 
-    def recording(conn, rec, cfg, keep_budget, first):  # noqa: ANN001, ANN202 - the wrapped signature
+    def recording(conn, rec, cfg, keep_budget, first, **more):  # noqa: ANN001, ANN003, ANN202 - the wrapped signature
         before = len(rec.samples_ms)
-        block(conn, rec, cfg, keep_budget, first)
+        block(conn, rec, cfg, keep_budget, first, **more)
         BLOCKS.append(("cand" if keep_budget else "ref", rec.samples_ms[before:]))
 
     measure_mod._block = recording
