@@ -240,7 +240,8 @@ def main() -> int:
                              "because of what another side freed (evaluator/heap.py); glibc: its defaults")
     parser.add_argument("--march", metavar="LEVEL", choices=MARCH_LEVELS,
                         help="build the seeds for LEVEL instead of this CPU (-march=native); x86-64-v3 on a CPU with "
-                             "AVX-512 times the portable paths that a CPU without it runs")
+                             "AVX-512 times the portable paths that a CPU without it runs (the seeds' table only, not "
+                             "--tuner's candidates)")
     args = parser.parse_args()
     if args.march:
         build_seeds_for(args.march)
