@@ -11,6 +11,7 @@ be compared with an in-process one.
     .venv/bin/python scripts/bench_noise.py --tasks relu,softmax --runs 10
     .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 0 --contend 3   # another job on one core
     .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 10 --control-s 2   # the machine's own drift
+    .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 0 --windows 12     # a kernel's own drift
 
 `--samples` prints every timing block's per-call samples for each run (which side a slow stretch fell on).
 """
@@ -108,10 +109,9 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float, samples: bool = F
 SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 
 
-def in_process_ms(task_name: str, budget_s: float, contend: bool = False) -> tuple[float, float]:
-    """(eager median ms, seed median ms), interleaved call by call in this process on the task's own inputs. With
-    `contend`, a busy process pinned to this process's last CPU runs meanwhile (another job on one of the cores)."""
-    import subprocess
+def _side_by_side(task_name: str):  # noqa: ANN202 - (model, seed module instance, inputs, timer)
+    """The task's eager reference and its native seed on the task's own inputs, with the evaluator's timer and
+    cold-cache rule, in this process."""
     import importlib.util
 
     import torch
@@ -134,20 +134,52 @@ def in_process_ms(task_name: str, budget_s: float, contend: bool = False) -> tup
     from evaluator.timing import CallTimer
     timer = CallTimer(torch.device("cpu"), flush=local_flush())  # the evaluator's timer and cold-cache rule
     timer.calibrate()
+    return model, native, inputs, timer
+
+
+def _interleaved(model, native, inputs, timer, budget_s: float) -> tuple[float, float]:  # noqa: ANN001
+    """(eager median ms, seed median ms), the two interleaved call by call for `budget_s` (at least 5 calls each)."""
+    import torch
+
     times: dict[str, list[float]] = {"eager": [], "native": []}
+    start = time.perf_counter()
+    with torch.no_grad():
+        while len(times["eager"]) < 5 or time.perf_counter() - start < budget_s:
+            for key, fn in (("eager", model), ("native", native)):
+                times[key].append(timer.time_call(fn, inputs)[0])
+    return statistics.median(times["eager"]), statistics.median(times["native"])
+
+
+def in_process_ms(task_name: str, budget_s: float, contend: bool = False) -> tuple[float, float]:
+    """(eager median ms, seed median ms), interleaved call by call in this process on the task's own inputs. With
+    `contend`, a busy process pinned to this process's last CPU runs meanwhile (another job on one of the cores)."""
+    import subprocess
+
+    model, native, inputs, timer = _side_by_side(task_name)
     spinner = subprocess.Popen([sys.executable, "-c", SPIN, str(max(os.sched_getaffinity(0)))]) if contend else None
     try:
         time.sleep(0.2 if contend else 0.0)
-        start = time.perf_counter()
-        with torch.no_grad():
-            while len(times["eager"]) < 5 or time.perf_counter() - start < budget_s:
-                for key, fn in (("eager", model), ("native", native)):
-                    times[key].append(timer.time_call(fn, inputs)[0])
+        return _interleaved(model, native, inputs, timer, budget_s)
     finally:
         if spinner is not None:
             spinner.kill()
             spinner.wait()
-    return statistics.median(times["eager"]), statistics.median(times["native"])
+
+
+def windows(task_name: str, count: int, window_s: float) -> None:
+    """The seed and eager PyTorch side by side in this process on the same inputs and buffers throughout, in `count`
+    consecutive windows of `window_s`: how much each side's own speed moves over seconds with no evaluator, no fresh
+    worker and no fresh buffers (2026-11-28, Zen 4: a softmax seed switched between two speeds 9% apart, each held
+    for seconds, while eager stayed within 0.5%)."""
+    model, native, inputs, timer = _side_by_side(task_name)
+    rows = [_interleaved(model, native, inputs, timer, window_s) for _ in range(count)]
+    eager, seed = [r[0] for r in rows], [r[1] for r in rows]
+    ratios = [e / n for e, n in rows]
+    print(f"\n{task_name}: {count} windows of {window_s:g} s in one process, same buffers: eager CV "
+          f"{cv_percent(eager):.1f}%, seed CV {cv_percent(seed):.1f}%, speedup CV {cv_percent(ratios):.1f}% "
+          f"({min(ratios):.2f}-{max(ratios):.2f}x)")
+    print("seed ms per window: " + " ".join(f"{x:.2f}" for x in seed))
+    print("eager ms per window: " + " ".join(f"{x:.2f}" for x in eager), flush=True)
 
 
 def contention(task_name: str, rounds: int) -> None:
@@ -176,6 +208,10 @@ def main() -> int:
                         help="before each evaluation, also time eager and the seed in this process for S seconds, and "
                              "report that in-process speedup's CV over the runs: the machine's own drift between "
                              "runs, the floor under the evaluator's CV")
+    parser.add_argument("--windows", type=int, default=0, metavar="N",
+                        help="then, per task, N consecutive in-process windows of --window-s on the same buffers: "
+                             "each side's own drift over seconds, without the evaluator")
+    parser.add_argument("--window-s", type=float, default=1.5, help="the length of one --windows window (1.5 s)")
     parser.add_argument("--samples", action="store_true",
                         help="also print every timing block's per-call samples (ms), side by side, for each run")
     args = parser.parse_args()
@@ -183,7 +219,8 @@ def main() -> int:
           f"{os.cpu_count()} cores  load average at start: {os.getloadavg()[0]:.2f}")
     print(f"command: .venv/bin/python scripts/bench_noise.py --tasks {args.tasks} --runs {args.runs} "
           f"--timing-s {args.timing_s}" + (f" --contend {args.contend}" if args.contend else "")
-          + (f" --control-s {args.control_s}" if args.control_s else ""))
+          + (f" --control-s {args.control_s}" if args.control_s else "")
+          + (f" --windows {args.windows} --window-s {args.window_s}" if args.windows else ""))
     print("| task | runs | reference ms (CV) | candidate ms (CV) | speedup median (CV, min-max) "
           "| in-process eager ms | in-process seed ms | in-process speedup |")
     print("|---|---|---|---|---|---|---|---|")
@@ -211,6 +248,8 @@ def main() -> int:
         print(line)
     for name in args.tasks.split(",") if args.contend else []:
         contention(name.strip(), args.contend)
+    for name in args.tasks.split(",") if args.windows else []:
+        windows(name.strip(), args.windows, args.window_s)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     return 0
 
