@@ -139,15 +139,22 @@ def _side_by_side(task_name: str):  # noqa: ANN202 - (model, seed module instanc
 
 def _interleaved(model, native, inputs, timer, budget_s: float) -> tuple[float, float]:  # noqa: ANN001
     """(eager median ms, seed median ms), the two interleaved call by call for `budget_s` (at least 5 calls each)."""
+    ms = _interleaved_calls({"eager": (model, inputs), "native": (native, inputs)}, timer, budget_s)
+    return ms["eager"], ms["native"]
+
+
+def _interleaved_calls(calls: dict, timer, budget_s: float) -> dict[str, float]:  # noqa: ANN001
+    """Each call's median ms, the calls (name: (function, inputs)) interleaved one by one for `budget_s` (at least 5
+    calls each)."""
     import torch
 
-    times: dict[str, list[float]] = {"eager": [], "native": []}
+    times: dict[str, list[float]] = {key: [] for key in calls}
     start = time.perf_counter()
     with torch.no_grad():
-        while len(times["eager"]) < 5 or time.perf_counter() - start < budget_s:
-            for key, fn in (("eager", model), ("native", native)):
-                times[key].append(timer.time_call(fn, inputs)[0])
-    return statistics.median(times["eager"]), statistics.median(times["native"])
+        while min(len(t) for t in times.values()) < 5 or time.perf_counter() - start < budget_s:
+            for key, (fn, args) in calls.items():
+                times[key].append(timer.time_call(fn, args)[0])
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
 def in_process_ms(task_name: str, budget_s: float, contend: bool = False) -> tuple[float, float]:
@@ -170,16 +177,34 @@ def windows(task_name: str, count: int, window_s: float) -> None:
     """The seed and eager PyTorch side by side in this process on the same inputs and buffers throughout, in `count`
     consecutive windows of `window_s`: how much each side's own speed moves over seconds with no evaluator, no fresh
     worker and no fresh buffers (2026-11-28, Zen 4: a softmax seed switched between two speeds 9% apart, each held
-    for seconds, while eager stayed within 0.5%)."""
+    for seconds, while eager stayed within 0.5%). Beside them, where the task's bytes are known, the same bytes
+    copied (`copy_like`, bench_native's "of copy" yardstick): the memory bandwidth the machine gave this process in
+    each window, and how closely each side's time follows it."""
+    from evaluator.cpu_peaks import copy_like
+    from evaluator.task_work import task_work
+
     model, native, inputs, timer = _side_by_side(task_name)
-    rows = [_interleaved(model, native, inputs, timer, window_s) for _ in range(count)]
-    eager, seed = [r[0] for r in rows], [r[1] for r in rows]
-    ratios = [e / n for e, n in rows]
+    calls = {"eager": (model, inputs), "native": (native, inputs)}
+    work = task_work(load_task(builtin_task(task_name)))
+    if work is not None:
+        copy, source = copy_like(work.min_bytes)
+        calls["copy"] = (copy, [source])
+    rows = [_interleaved_calls(calls, timer, window_s) for _ in range(count)]
+    eager, seed = [r["eager"] for r in rows], [r["native"] for r in rows]
+    ratios = [e / n for e, n in zip(eager, seed)]
     print(f"\n{task_name}: {count} windows of {window_s:g} s in one process, same buffers: eager CV "
           f"{cv_percent(eager):.1f}%, seed CV {cv_percent(seed):.1f}%, speedup CV {cv_percent(ratios):.1f}% "
           f"({min(ratios):.2f}-{max(ratios):.2f}x)")
     print("seed ms per window: " + " ".join(f"{x:.2f}" for x in seed))
     print("eager ms per window: " + " ".join(f"{x:.2f}" for x in eager), flush=True)
+    if work is not None:
+        copied = [r["copy"] for r in rows]
+        of_copy = [c / n for c, n in zip(copied, seed)]
+        print("copy ms per window: " + " ".join(f"{x:.2f}" for x in copied))
+        print(f"copy CV {cv_percent(copied):.1f}%; the seed's time against the copy's (of copy) CV "
+              f"{cv_percent(of_copy):.1f}%; correlation with the copy's time over the windows: seed "
+              f"{statistics.correlation(seed, copied):+.2f}, eager {statistics.correlation(eager, copied):+.2f}",
+              flush=True)
 
 
 def contention(task_name: str, rounds: int) -> None:
