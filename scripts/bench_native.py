@@ -210,6 +210,41 @@ def run_tuner(suite: str, budget: int, timing_s: float) -> dict:
         return {"summary": summary, "wall_s": wall_s, "leaderboard": rows[0] if rows else None}
 
 
+def print_tuner(suite: str, tuner: dict, budget: int, timing_s: float, seeds: dict[str, Row]) -> None:
+    """The tuner's bench over `suite`: per task its best kernel's speedup over eager and fraction of the roofline, as
+    the pipeline measured them (the evaluator's own protocol, in its workers), beside this script's figures for the
+    seed. "over compile" is derived: the tuner's speedup over eager times eager's time over torch.compile's, both
+    measured side by side in this script's run, so it carries two runs' noise."""
+    print()
+    if "error" in tuner:
+        print(f"Tuner over {suite} failed after {tuner['wall_s']:.0f} s:\n```\n{tuner['error']}\n```")
+        return
+    done = sum(t["evaluated"] for t in tuner["summary"]["tasks"])
+    board = tuner["leaderboard"] or {}
+    print(f"Tuner (`opforge bench --suite {suite} --backend cpp --coder tune --budget-per-task {budget} --timing-s "
+          f"{timing_s:g} --runner local`): {done} evaluations in {tuner['wall_s']:.0f} s = "
+          f"{60 * done / tuner['wall_s']:.1f} evaluations/min; leaderboard geomean "
+          f"{_x(board.get('geomean_speedup'))} over eager, mean roofline fraction "
+          f"{'-' if board.get('mean_roofline_fraction') is None else format(board['mean_roofline_fraction'], '.0%')}")
+    print()
+    print("| task | evaluated | best over eager | its roofline | derived over compile | seed over eager (this "
+          "script) | seed roofline (this script) |")
+    print("|---|---|---|---|---|---|---|")
+    fractions = {f"{suite}/{t['task']}": t.get("roofline_fraction") for t in board.get("tasks", [])}
+    over_compile = []
+    for t in tuner["summary"]["tasks"]:
+        seed, best = seeds.get(t["task"]), t.get("best_speedup")
+        derived = best * seed.compiled_ms / seed.eager_ms if seed and seed.compiled_ms and best else None
+        if derived:
+            over_compile.append(derived)
+        fraction = fractions.get(t["task"])
+        print(f"| {t['task']} | {t['evaluated']} | {_x(best)} | {'-' if fraction is None else format(fraction, '.0%')} "
+              f"| {_x(derived)} | {_x(seed.over_eager) if seed else '-'} | "
+              f"{'-' if seed is None or seed.fraction is None else format(seed.fraction, '.0%')} |")
+    print(f"\n- {suite}, tuner's best: {_x(geomean([t['best_speedup'] for t in tuner['summary']['tasks'] if t.get('best_speedup')]))} "
+          f"over eager, {_x(geomean(over_compile))} over torch.compile (derived, {len(over_compile)} tasks)")
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -232,7 +267,7 @@ def main() -> int:
     parser.add_argument("--tasks", help="comma-separated built-in task names (default: every built-in task)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per task (default 2 s)")
-    parser.add_argument("--tuner", metavar="SUITE", help="also run the offline tuner over SUITE via opforge bench")
+    parser.add_argument("--tuner", metavar="SUITE", help="also run the offline tuner over SUITE (or several, comma-separated) via opforge bench")
     parser.add_argument("--budget", type=int, default=6, help="candidates per task for --tuner (default 6)")
     parser.add_argument("--timing-s", type=float, default=0.5, help="--timing-s for --tuner (default 0.5)")
     parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
@@ -255,7 +290,8 @@ def main() -> int:
         row = measure_task(path, peaks, not args.no_compile, args.budget_s)
         rows.append(row)
         print(f"  {row.task}: {_x(row.over_eager)} over eager, {_x(row.over_compiled)} over compile", file=sys.stderr)
-    tuner = run_tuner(args.tuner, args.budget, args.timing_s) if args.tuner else None
+    tuners = {suite.strip(): run_tuner(suite.strip(), args.budget, args.timing_s)
+              for suite in (args.tuner.split(",") if args.tuner else [])}
 
     print(f"Command: `{' '.join(shlex.quote(a) for a in ['.venv/bin/python', *sys.argv])}`  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC  ")
@@ -295,23 +331,8 @@ def main() -> int:
               f"{statistics.median(beside):.0%}; {sum(f >= 0.7 for f in beside)} of {len(beside)} at 70% or more")
     print(f"- build time per seed (cold, gcc): median {statistics.median(r.build_s for r in rows):.2f} s, "
           f"max {max(r.build_s for r in rows):.2f} s")
-    if tuner is not None:
-        print()
-        if "error" in tuner:
-            print(f"Tuner over {args.tuner} failed after {tuner['wall_s']:.0f} s:\n```\n{tuner['error']}\n```")
-        else:
-            done = sum(t["evaluated"] for t in tuner["summary"]["tasks"])
-            board = tuner["leaderboard"] or {}
-            print(f"Tuner (`opforge bench --suite {args.tuner} --backend cpp --coder tune --budget-per-task "
-                  f"{args.budget} --timing-s {args.timing_s:g} --runner local`): {done} evaluations in "
-                  f"{tuner['wall_s']:.0f} s = {60 * done / tuner['wall_s']:.1f} evaluations/min; leaderboard "
-                  f"geomean {_x(board.get('geomean_speedup'))} over eager, mean roofline fraction "
-                  f"{'-' if board.get('mean_roofline_fraction') is None else format(board['mean_roofline_fraction'], '.0%')}")
-            print()
-            print("| task | evaluated | best speedup over eager |")
-            print("|---|---|---|")
-            for t in tuner["summary"]["tasks"]:
-                print(f"| {t['task']} | {t['evaluated']} | {_x(t.get('best_speedup'))} |")
+    for suite, tuner in tuners.items():
+        print_tuner(suite, tuner, args.budget, args.timing_s, {r.task: r for r in rows})
     return 0
 
 
