@@ -5,11 +5,15 @@ added into C) halve the rounding error against the reference, which the absolute
 
 The GEMM is GotoBLAS-style: A packed into panels of UNROLL_M rows, B into panels of 16 * VEC_N columns (zero-padded
 at the edges), an AVX-512 micro-kernel of UNROLL_M x VEC_N zmm accumulators (broadcast A, FMA, masked stores at the
-edges; without AVX-512 a portable C kernel that works the tile in 4 x 16 blocks held in registers, see micro_kernel),
-K read BLOCK_K deep at a time, and BLOCK_M x BLOCK_N tiles of C shared out by OpenMP, one parallel region per call;
-the epilogue runs on each tile once its last K block is done, while the tile is still in cache. Measured 2026-11-25
-on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the portable path took the seed from 0.37x to
-0.92x over eager."""
+edges; with AVX2 and FMA but no AVX-512 an intrinsics kernel of 6 x 16 floats in 12 ymm accumulators and packing
+through 8 x 8 register transposes, see UNROLL_M_AVX2; elsewhere a portable C kernel that works the tile in 4 x 16
+blocks held in registers, see micro_kernel), K read BLOCK_K deep at a time, and BLOCK_M x BLOCK_N tiles of C shared
+out by OpenMP, one parallel region per call; the epilogue runs on each tile once its last K block is done, while the
+tile is still in cache. Measured 2026-11-25 on an AMD EPYC Zen 3 (AVX2, 2 cores) with scripts/bench_native.py: the
+portable path took the seed from 0.37x to 0.92x over eager. The AVX2 path, measured 2026-11-28 on the same machine
+(AMD EPYC Zen 3, AVX2, 2 cores) with `scripts/bench_seed_ab.py --tasks bmm --before HEAD --budget-s 4` against the
+portable path: 1.13x faster per round (median), 0.90x -> 1.01x over eager. BLOCK_K 256 was another 8% faster
+there (fewer passes over C per kc), but the rounding argument above holds in that build too, so it stays 64."""
 
 import torch
 import torch.nn as nn
@@ -22,7 +26,7 @@ SOURCE = r"""
 #include <string.h>
 #include <omp.h>
 #include <sys/mman.h>
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 /* A GotoBLAS-style GEMM, C = A B: A is packed into panels of UNROLL_M rows and B into panels of 16 * VEC_N columns
@@ -31,14 +35,30 @@ SOURCE = r"""
    full width and reads both operands contiguously. The panels of B are read BLOCK_K deep at a time (a BLOCK_K x
    16 VEC_N slice stays in L1 while a BLOCK_M x BLOCK_K block of A streams from L2), and each thread owns BLOCK_M x
    BLOCK_N tiles of C, whose edges are stored under a mask; the epilogue runs on a tile once its last K block is
-   done, while it is still in cache. Without AVX-512 a plain C micro-kernel of the same shape is used. */
+   done, while it is still in cache. Without AVX-512 an AVX2 and FMA kernel of 6 x 16 floats is used where the CPU
+   has them (see UNROLL_M_AVX2), and a plain C micro-kernel of the AVX-512 one's shape elsewhere. */
 #define UNROLL_M 8    /* rows of the micro-kernel (MR) */
 #define VEC_N 2       /* 16-float vectors per row of the micro-kernel: its width NR = 16 * VEC_N */
 #define BLOCK_K  64   /* depth of K per pass over a tile (KC) */
 #define BLOCK_M 96    /* rows of C per tile (MC, rounded to a multiple of UNROLL_M) */
 #define BLOCK_N 256   /* columns of C per tile (NC, rounded to a multiple of NR) */
+/* With AVX2 and FMA but no AVX-512 (Zen 2 and 3, Haswell and later) the micro-kernel holds its accumulators in the
+   16 ymm registers of 8 floats: UNROLL_M_AVX2 rows x 16 columns take 2 UNROLL_M_AVX2 of them, plus 2 for the row
+   of B and 1 for the broadcast of A, so 6 rows (15 registers) is the most that does not spill; MR is 6 in that
+   build, and UNROLL_M stays the AVX-512 kernel's (and the portable kernel's) alone. NR is 16 there (VEC_N_AVX2 1):
+   the kernel works 16 columns at a time, and a panel 16 wide keeps the BLOCK_K x NR slice of B that it reads
+   contiguous and at 16 KiB, half of Zen 3's L1, where 32 columns filled all of it (10% slower for a 1024^3 linear
+   on an AMD EPYC Zen 3, 2026-11-28). */
+#define UNROLL_M_AVX2 6
+#define VEC_N_AVX2 1
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#define GEMM_AVX2 1
+#define MR UNROLL_M_AVX2
+#define NR (16 * VEC_N_AVX2)
+#else
 #define MR UNROLL_M
 #define NR (16 * VEC_N)
+#endif
 #define PRAGMA(x) _Pragma(#x)
 #define UNROLLED(n) PRAGMA(GCC unroll n)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -76,17 +96,68 @@ static float* alloc_floats(int64_t n) {
     return p;
 }
 
+#ifdef GEMM_AVX2
+/* r[i][j] becomes r[j][i] for an 8 x 8 block of floats held in registers: 32-bit interleaves of row pairs, then
+   64-bit shuffles within 128-bit lanes (4 x 4 blocks), then an exchange of lanes between rows 4 apart. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    UNROLLED(4) for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    UNROLLED(2) for (int h = 0; h < 2; ++h) {  /* u[4h + q], lane l: column 4l + q of rows 4h .. 4h + 3 */
+        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    UNROLLED(4) for (int q = 0; q < 4; ++q) {
+        r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+        r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+    }
+}
+#endif
+
 /* Panel ip of A: ap[k][r] = A(ip * MR + r, k) for all K, zero past M; A(m, k) = a[m * sm + k * sk]. */
 static void pack_a_panel(const float* restrict a, int64_t sm, int64_t sk, int64_t M, int64_t K, int64_t ip,
                          float* restrict ap) {
     float* restrict dst = ap + ip * K * MR;
+    int64_t k_whole = 0;
+#ifdef GEMM_AVX2
+    /* Rows read contiguously (sk 1) and MR at most 8: 8 k at a time, the panel's rows (zeros past M) transposed in
+       registers and each k's MR values written at once, instead of one scalar store per element (packing took a
+       fifth of a 1024^3 linear's time with the scalar loops, and this took 2-3% off the whole on an AMD EPYC Zen 3,
+       2026-11-28). */
+    if (sk == 1 && MR <= 8) {
+        k_whole = K / 8 * 8;
+        for (int64_t k0 = 0; k0 < k_whole; k0 += 8) {
+            __m256 v[8];
+            UNROLLED(8) for (int r = 0; r < 8; ++r)
+                v[r] = r < MR && ip * MR + r < M ? _mm256_loadu_ps(a + (ip * MR + r) * sm + k0) : _mm256_setzero_ps();
+            transpose8(v);
+            UNROLLED(8) for (int i = 0; i < 8; ++i) {
+                float* p = dst + (k0 + i) * MR;
+                if (MR == 8) {
+                    _mm256_storeu_ps(p, v[i]);
+                } else if (MR == 6) {
+                    _mm_storeu_ps(p, _mm256_castps256_ps128(v[i]));
+                    _mm_storel_pi((__m64*)(p + 4), _mm256_extractf128_ps(v[i], 1));
+                } else {
+                    float lanes[8];
+                    _mm256_storeu_ps(lanes, v[i]);
+                    for (int r = 0; r < MR; ++r) p[r] = lanes[r];
+                }
+            }
+        }
+    }
+#endif
     for (int r = 0; r < MR; ++r) {
         int64_t m = ip * MR + r;
         if (m < M) {
             const float* restrict src = a + m * sm;
-            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = src[k * sk];
+            for (int64_t k = k_whole; k < K; ++k) dst[k * MR + r] = src[k * sk];
         } else {
-            for (int64_t k = 0; k < K; ++k) dst[k * MR + r] = 0.0f;
+            for (int64_t k = k_whole; k < K; ++k) dst[k * MR + r] = 0.0f;
         }
     }
 }
@@ -144,6 +215,19 @@ static void pack_b_panel(const float* restrict b, int64_t sk, int64_t sn, int64_
             for (int64_t j = nn / 16 * 16; j < NR; ++j)
                 for (int64_t k = 0; k < k_whole; ++k) dst[k * NR + j] = j < nn ? b[(n0 + j) * sn + k] : 0.0f;
         }
+#elif defined(GEMM_AVX2)
+        if (sk == 1) {  /* the same with 8 x 8 blocks */
+            k_whole = K / 8 * 8;
+            for (int64_t j0 = 0; j0 + 8 <= nn; j0 += 8)
+                for (int64_t k0 = 0; k0 < k_whole; k0 += 8) {
+                    __m256 v[8];
+                    UNROLLED(8) for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(b + (n0 + j0 + i) * sn + k0);
+                    transpose8(v);
+                    UNROLLED(8) for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (k0 + i) * NR + j0, v[i]);
+                }
+            for (int64_t j = nn / 8 * 8; j < NR; ++j)
+                for (int64_t k = 0; k < k_whole; ++k) dst[k * NR + j] = j < nn ? b[(n0 + j) * sn + k] : 0.0f;
+        }
 #endif
         /* the rest in blocks of 64 k: each column's run of k read contiguously where sk is 1, the block's 8 KiB of
            the panel written from L1 (8% faster for a 1024^3 linear than k outermost, AMD EPYC Zen 3, 2026-11-25) */
@@ -181,12 +265,54 @@ static inline void micro_kernel(int64_t kc, const float* restrict a, const float
             _mm512_mask_storeu_ps(p, mask, out);
         }
     }
+#elif defined(GEMM_AVX2)
+    /* AVX2 and FMA: the MR x NR tile in blocks of MR rows x 16 columns, each over all of kc: per k two loads of B,
+       MR broadcasts of A and 2 MR FMAs, all accumulators in ymm registers (see UNROLL_M_AVX2). The blocks' columns
+       are stored whole where they lie inside nr and under a mask at the edge; rows past mr are computed on the zero
+       padding of A and not stored. */
+    static const int32_t lane_index[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int j0 = 0; j0 < NR && j0 < nr; j0 += 16) {
+        __m256 acc[MR][2];
+        UNROLLED(16) for (int r = 0; r < MR; ++r) {
+            acc[r][0] = _mm256_setzero_ps();
+            acc[r][1] = _mm256_setzero_ps();
+        }
+        const float* restrict bk = b + j0;
+        const float* restrict ak = a;
+        UNROLLED(2) for (int64_t k = 0; k < kc; ++k) {
+            __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+            UNROLLED(16) for (int r = 0; r < MR; ++r) {
+                __m256 av = _mm256_broadcast_ss(ak + r);
+                acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+            }
+            bk += NR;
+            ak += MR;
+        }
+        UNROLLED(2) for (int v = 0; v < 2; ++v) {
+            int64_t lanes = nr - j0 - 8 * v;
+            if (lanes <= 0) break;
+            __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MIN(lanes, 8)),
+                                              _mm256_loadu_si256((const __m256i*)lane_index));
+            UNROLLED(16) for (int r = 0; r < MR; ++r) {
+                if (r >= mr) break;
+                float* p = c + r * ldc + j0 + 8 * v;
+                if (lanes >= 8) {
+                    _mm256_storeu_ps(p, overwrite ? acc[r][v] : _mm256_add_ps(acc[r][v], _mm256_loadu_ps(p)));
+                } else {
+                    __m256 out = overwrite ? acc[r][v] : _mm256_add_ps(acc[r][v], _mm256_maskload_ps(p, mask));
+                    _mm256_maskstore_ps(p, mask, out);
+                }
+            }
+        }
+    }
 #else
-    /* Without AVX-512: the MR x NR tile in blocks of 4 rows x 16 columns, each over all of kc, with gcc's generic
-       vectors (AVX2: 8 accumulators, 2 vectors of B and a broadcast of A in ymm registers; SSE or NEON: twice as many
-       narrower ones). A whole MR x NR tile would spill. IN_REGISTER keeps x86 gcc from re-reading B from L1 for
-       each FMA (memory operands): 6 loads for 8 FMAs instead of 12, 98 -> 138 GFLOP/s for a 1024^3 linear on an AMD
-       EPYC Zen 3 (2 cores, 2026-11-25). Rows past MR (when 4 does not divide it) repeat its last row, unstored. */
+    /* Neither AVX-512 nor AVX2 and FMA (SSE-only x86, NEON, or AVX without FMA): the MR x NR tile in blocks of 4 rows x
+       16 columns, each over all of kc, with gcc's generic vectors (AVX: 8 accumulators, 2 vectors of B and a broadcast
+       of A in ymm registers; SSE or NEON: twice as many narrower ones). A whole MR x NR tile would spill. IN_REGISTER
+       keeps x86 gcc from re-reading B from L1 for each FMA (memory operands): 6 loads for 8 FMAs instead of 12, 98 ->
+       138 GFLOP/s for a 1024^3 linear on an AMD EPYC Zen 3 (2 cores, 2026-11-25). Rows past MR (when 4 does not divide
+       it) repeat its last row, unstored. */
     for (int r0 = 0; r0 < MR && r0 < mr; r0 += 4)
         for (int j0 = 0; j0 < NR && j0 < nr; j0 += 16) {
             vec8 acc[4][2] = {{{0}}};
