@@ -61,18 +61,19 @@ def load_module(path: Path, name: str) -> ModuleType:
 
 
 def build_without_avx512(seed: ModuleType, tmp_path: Path, extra: str = "",
-                         functions: list[str] | None = None) -> NativeLibrary:
-    """The seed's SOURCE (and `extra` after it, then binding `functions` instead of the seed's) built for x86-64-v3
-    with the seed's other flags by the build stage's own two command lines (so the library links as the product's do:
+                         functions: list[str] | None = None, level: str = "x86-64-v3") -> NativeLibrary:
+    """The seed's SOURCE (and `extra` after it, then binding `functions` instead of the seed's) built for `level`
+    (x86-64-v3: AVX2 and FMA; x86-64-v2: SSE4.2, where the GEMM seeds take their generic-vector kernel) with the
+    seed's other flags by the build stage's own two command lines (so the library links as the product's do:
     never with the fast-math start file that would set FTZ/DAZ in this test process), bound with its prototypes."""
     call = re.search(r"flags=\[([^\]]*)\]", Path(seed.__file__).read_text())
     assert call, f"{seed.__file__}: no flags=[...] in its load_c call"
     flags = [f for f in re.findall(r'"([^"]+)"', call.group(1)) if f != "-march=native"]
-    name = f"{Path(seed.__file__).name.split('.')[0]}_x86_64_v3"
+    name = f"{Path(seed.__file__).name.split('.')[0]}_{level.replace('-', '_')}"
     spec = NativeSpec.from_call(name, seed.SOURCE + extra, functions or dir(seed.lib), flags, "c")
     (tmp_path / f"{name}.c").write_text(seed.SOURCE + extra)
     compile_line, link_line = commands(spec, "gcc", [f"{name}.c"], f"lib{name}.so")
-    for line in ([*compile_line[:1], "-march=x86-64-v3", *compile_line[1:]], link_line):
+    for line in ([*compile_line[:1], f"-march={level}", *compile_line[1:]], link_line):
         built = subprocess.run(line, cwd=tmp_path, capture_output=True, text=True)
         assert built.returncode == 0, built.stderr[-3000:]
     return NativeLibrary(spec.name, spec.prototypes(), tmp_path / f"lib{name}.so")
@@ -92,16 +93,32 @@ def test_memory_bound_seed_is_correct_without_avx512(name, tmp_path, monkeypatch
     check_without_avx512(name, seed, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("name", ["matmul_bias", "conv2d_3x3"])
-def test_portable_micro_kernel_covers_tuned_tile_shapes(name, tmp_path, monkeypatch):
-    """The tuner moves UNROLL_M and VEC_N: the portable kernel's 4 x 16 blocks also cover a tile whose rows 4 does
-    not divide (UNROLL_M 6: its second block repeats row 5 and stores two rows) and one vector of 16 columns."""
-    seed = load_module(seed_path(name, "cpp"), f"tuned_seed_{name}")
-    source = re.sub(r"#define UNROLL_M \d+", "#define UNROLL_M 6", seed.SOURCE)
-    source = re.sub(r"#define VEC_N \d+", "#define VEC_N 1", source)
-    assert source.count("UNROLL_M 6") == 1 and source.count("VEC_N 1") == 1, name
+@pytest.mark.parametrize("name", GEMM_FAMILY)
+def test_gemm_seed_is_correct_on_its_generic_vector_path(name, tmp_path, monkeypatch):
+    """Built for x86-64-v2 (SSE4.2, no AVX2 or FMA), the GEMM seeds take neither intrinsics kernel but the one in gcc's
+    generic vectors that other CPUs (NEON among them) also build: it must still be right."""
+    seed = load_module(seed_path(name, "cpp"), f"generic_seed_{name}")
+    assert "defined(GEMM_AVX2)" in seed.SOURCE, f"{name}: no AVX2 kernel beside the generic one"
+    check_without_avx512(name, seed, tmp_path, monkeypatch, level="x86-64-v2")
+
+
+@pytest.mark.parametrize(("name", "level", "rows", "vectors"), [
+    ("matmul_bias", "x86-64-v2", "UNROLL_M", "VEC_N"), ("conv2d_3x3", "x86-64-v2", "UNROLL_M", "VEC_N"),
+    ("matmul_bias", "x86-64-v3", "UNROLL_M_AVX2", "VEC_N_AVX2"),
+    ("conv2d_3x3", "x86-64-v3", "UNROLL_M_AVX2", "VEC_N_AVX2"),
+])
+def test_portable_micro_kernel_covers_tuned_tile_shapes(name, level, rows, vectors, tmp_path, monkeypatch):
+    """The tuner moves each kernel's rows and vectors. The generic kernel's 4 x 16 blocks also cover a tile whose
+    rows 4 does not divide (UNROLL_M 6: its second block repeats row 5 and stores two rows) and one vector of 16
+    columns; the AVX2 kernel's blocks of MR rows x 16 columns cover the tuner's neighbours of its 6 x 16 (8 rows,
+    which spill, and two blocks of 16 columns)."""
+    seed = load_module(seed_path(name, "cpp"), f"tuned_seed_{name}_{rows}")
+    tuned = {"UNROLL_M": ("6", "1"), "UNROLL_M_AVX2": ("8", "2")}[rows]
+    source = re.sub(rf"#define {rows} \d+", f"#define {rows} {tuned[0]}", seed.SOURCE)
+    source = re.sub(rf"#define {vectors} \d+", f"#define {vectors} {tuned[1]}", source)
+    assert source.count(f"{rows} {tuned[0]}") == 1 and source.count(f"{vectors} {tuned[1]}") == 1, name
     monkeypatch.setattr(seed, "SOURCE", source)
-    check_without_avx512(name, seed, tmp_path, monkeypatch)
+    check_without_avx512(name, seed, tmp_path, monkeypatch, level=level)
 
 
 def test_simd_exp_seeds_are_found():
@@ -163,10 +180,11 @@ def test_portable_exp2_matches_torch_exp2(name, fn, tmp_path):
     assert out[0].isnan(), f"{name} {fn}: 2^NaN = {out[0]}"
 
 
-def check_without_avx512(name: str, seed: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The seed built for x86-64-v3 matches the task on every small shape variant."""
+def check_without_avx512(name: str, seed: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                         level: str = "x86-64-v3") -> None:
+    """The seed built for `level` (x86-64-v3 unless said) matches the task on every small shape variant."""
     task = load_module(builtin_task(name), f"portable_task_{name}")
-    monkeypatch.setattr(seed, "lib", build_without_avx512(seed, tmp_path))
+    monkeypatch.setattr(seed, "lib", build_without_avx512(seed, tmp_path, level=level))
     tol = getattr(task, "TOLERANCE", None) or {}
     tol = {"atol": tol.get("atol", DEFAULT_TOL), "rtol": tol.get("rtol", DEFAULT_TOL)}
     for overrides in task.SHAPES:
