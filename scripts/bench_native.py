@@ -241,8 +241,9 @@ def print_tuner(suite: str, tuner: dict, budget: int, timing_s: float, seeds: di
         print(f"| {t['task']} | {t['evaluated']} | {_x(best)} | {'-' if fraction is None else format(fraction, '.0%')} "
               f"| {_x(derived)} | {_x(seed.over_eager) if seed else '-'} | "
               f"{'-' if seed is None or seed.fraction is None else format(seed.fraction, '.0%')} |")
-    print(f"\n- {suite}, tuner's best: {_x(geomean([t['best_speedup'] for t in tuner['summary']['tasks'] if t.get('best_speedup')]))} "
-          f"over eager, {_x(geomean(over_compile))} over torch.compile (derived, {len(over_compile)} tasks)")
+    bests = [t["best_speedup"] for t in tuner["summary"]["tasks"] if t.get("best_speedup")]
+    print(f"\n- {suite}, tuner's best: {_x(geomean(bests))} over eager, {_x(geomean(over_compile))} over "
+          f"torch.compile (derived, {len(over_compile)} tasks)")
 
 
 def machine() -> str:
@@ -267,7 +268,8 @@ def main() -> int:
     parser.add_argument("--tasks", help="comma-separated built-in task names (default: every built-in task)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per task (default 2 s)")
-    parser.add_argument("--tuner", metavar="SUITE", help="also run the offline tuner over SUITE (or several, comma-separated) via opforge bench")
+    parser.add_argument("--tuner", metavar="SUITE",
+                        help="also run the offline tuner over SUITE (or several, comma-separated) via opforge bench")
     parser.add_argument("--budget", type=int, default=6, help="candidates per task for --tuner (default 6)")
     parser.add_argument("--timing-s", type=float, default=0.5, help="--timing-s for --tuner (default 0.5)")
     parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
