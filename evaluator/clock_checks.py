@@ -50,6 +50,43 @@ class IdleCandidate:
                                            "had nothing to do (work slowing the reference down)")
 
 
+class QuietWindow:
+    """The candidate's worker's CPU, by the kernel's accounting to the nanosecond (`WorkerCpu.cpu_ns`), while the
+    driver reads a timed call's outputs from the shared file (`output_slot.py`): the worker sent the call's reply and
+    waits for the driver's next word, so it has nothing to run. A thread or signal handler that finishes the outputs
+    after the call returned (a call that computes part of its outputs and completes them while the driver reads, in
+    the shared file itself, or work deferred past the reply) runs here, and the driver sees it. Judged on the median
+    over the windows in which the driver read (the candidate cannot tell which those are): a stray wake-up in one is
+    forgiven, work after every call is not."""
+
+    def __init__(self, read_cpu_ns: Callable[[], int | None]) -> None:
+        self.read_cpu_ns = read_cpu_ns
+        self.read_ms: list[float] = []  # the worker's CPU in each window in which the driver read
+        self.call_ms: list[float] = []  # the claimed time of those calls
+
+    def around(self, read: Callable[[], None], call_ms: float, reading: bool = True) -> None:
+        cpu0 = self.read_cpu_ns()
+        read()
+        cpu1 = self.read_cpu_ns()
+        if reading and cpu0 is not None and cpu1 is not None:
+            self.read_ms.append((cpu1 - cpu0) / 1e6)
+            self.call_ms.append(call_ms)
+
+    def refuse_busy(self) -> None:
+        if not self.read_ms:
+            return
+        used_ms, call_ms = statistics.median(self.read_ms), statistics.median(self.call_ms)
+        if used_ms > QUIET_FLOOR_MS + QUIET_SHARE * call_ms:
+            raise Refused(Status.REJECTED, f"the candidate's process kept working after its timed calls had returned, "
+                                           f"while the driver read their outputs: {used_ms:.3f} ms of CPU by the "
+                                           f"kernel's accounting after a median call of {call_ms:.3f} ms (its "
+                                           "outputs were not finished when it said so)")
+
+
+QUIET_FLOOR_MS = 0.15  # a worker that sent its reply and waits in recv: medians of 0-0.11 ms on a loaded machine
+QUIET_SHARE = 0.05
+
+
 IDLE_WHILE_TIMED_SHARE = 0.1  # a waiting worker uses none; the kernel's ticks are 10 ms
 IDLE_WHILE_TIMED_FLOOR_S = 0.05  # as the worker's own check (`call_checks.IDLE_CPU_FLOOR_S`)
 

@@ -83,11 +83,11 @@ class Time(_Wire):
 
 @dataclass(frozen=True, slots=True)
 class NextCall(_Wire):
-    """The driver's word after each timed call: send its outputs back (`keep`), time another on `next_seed` or end
-    the block (None), and at the end whether to compare the whole dispatch table (`check`)."""
+    """The driver's word after each timed call, sent once it has read the call's outputs where it picked them (the
+    worker is not told which): time another on `next_seed` or end the block (None), and at the end whether to
+    compare the whole dispatch table (`check`)."""
 
     NAME: ClassVar[str] = "next"
-    keep: bool
     next_seed: int | None
     check: bool = False
 

@@ -76,6 +76,14 @@ class WorkerConnection:
             return TaskError(f"{self.task_label}: the reference process {what}{_last_words(self.log())}")
         return Refused(status, f"the candidate process {what}")
 
+    def read_outputs(self, layout: object) -> list[torch.Tensor]:
+        """A timed call's outputs, read by the driver from the worker's shared output file where the call's reply
+        says they lie (`output_slot.py`); a malformed layout is the candidate's protocol violation."""
+        try:
+            return self.handle.outputs.read(layout)
+        except ProtocolError as exc:
+            raise self._failure(Status.REJECTED, f"sent a malformed output layout ({exc})") from None
+
     def log(self) -> str:
         return self.handle.log_text()[-8000:]
 

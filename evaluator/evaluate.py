@@ -33,8 +33,9 @@ from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
-from evaluator.clock_checks import CandidateClock, ClockDisagreement
-from evaluator.measure import fresh_seed, measure, time_alone
+from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindow
+from evaluator.measure import OutputReads, fresh_seed, measure, time_alone
+from evaluator.output_slot import Reservoir
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.sandbox import Zygote
@@ -278,13 +279,17 @@ class LocalEvaluator:
                 WorkerCpu(cand.zygote.host_pid, cand.handle.pid) if kind == "cpu" else None)
             cpu = process.cpu_s if process is not None else None
             more = threads.refuse_more if threads is not None else None
+
+            def reads() -> OutputReads:  # timed outputs read by the driver itself, the worker watched meanwhile
+                return OutputReads(Reservoir(cfg.timing_recheck_reps), cand.read_outputs,
+                                   QuietWindow(process.cpu_ns) if process is not None else None)
             try:
                 m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,
-                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s))
+                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s), candidate_outputs=reads())
             except ClockDisagreement:  # once more: a burst of other work can fall on one side's blocks; a forged
                 m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,  # clock disagrees
-                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s))  # every time (an honest tune
-                # was refused so)
+                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s),  # every time (an honest tune
+                            candidate_outputs=reads())  # was refused so)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

@@ -1,9 +1,12 @@
 """The driver's side of timing: reference and candidate timed by one method, in random interleaved blocks.
 
-Each timed call sees fresh inputs drawn from a seed the driver picks only after the previous call has returned. After
-each call the driver decides, at random, whether that call's outputs come back for checking, so a candidate that
-caches results or leaves work running past the return cannot know which calls are checked. The driver also keeps
-its own clock on every call and compares it with what the worker reports.
+Each timed call sees fresh inputs drawn from a seed the driver picks only after the previous call has returned. Inside
+each call's window the worker copies the call's outputs into a shared-memory file the driver made; after the call
+the driver decides with fresh randomness whether to read them (`output_slot.Reservoir`: a uniform sample of all the
+candidate's timed calls, no budget to count) and reads them itself with `pread`, while the candidate's worker, which
+waits for the driver's next word, is watched for CPU it should not use (`clock_checks.QuietWindow`). The worker is
+never told which calls were read. The driver also keeps its own clock on every call and compares it with what the
+worker reports.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.contention import Contention, Round, choose, wants_more_rounds
 from evaluator.other_work import Meter, OtherWork
+from evaluator.output_slot import Reservoir
 from evaluator.result import Status, Timing
 from evaluator.timing import median_standard_error_ms
-from evaluator.clock_checks import CandidateClock, IdleCandidate, _cross_check, _refuse_work_left_running
+from evaluator.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
 
-KEEP_PROBABILITY = 0.2
 MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
 MIN_BLOCK_CALLS = 10   # a block ends on the stopping rule only after this many calls
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
@@ -65,7 +68,6 @@ class SideRecord:
     call_walls_ms: list[float] = field(default_factory=list)
     block_medians_ms: list[float] = field(default_factory=list)  # per block of MIN_BLOCK_CALLS or more, its median
     block_spans: list[tuple[int, int]] = field(default_factory=list)  # per block, its calls' range in samples_ms
-    kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)
     spent_s: float = 0.0
     blocks: int = 0
     kernels: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
@@ -163,10 +165,33 @@ def fresh_seed() -> int:
     return secrets.randbelow(2**31 - 1)
 
 
-def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget: int, first: bool,
+@dataclass
+class OutputReads:
+    """The candidate's side of reading timed calls' outputs: which calls (`reservoir`), how (`read`: the driver's
+    `pread` of the worker's shared output file, given the reply's layout), and the quiet window around each read
+    (`quiet`, None where the worker's CPU cannot be read)."""
+
+    reservoir: Reservoir
+    read: Callable[[object], list[torch.Tensor]]
+    quiet: QuietWindow | None = None
+
+    def after_call(self, seed: int, reply: dict[str, object]) -> None:
+        index = self.reservoir.pick()
+
+        def read() -> None:
+            if index is not None:
+                self.reservoir.put(index, seed, self.read(reply.get("outputs")))
+        if self.quiet is not None:
+            self.quiet.around(read, float(reply.get("ms") or 0.0), reading=index is not None)  # type: ignore[arg-type]
+        else:
+            read()
+
+
+def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: OutputReads | None, first: bool,
            after_call: Callable[[], None] | None = None) -> None:
-    """One block of timed calls of one side; `after_call` (the candidate's, `measure`'s `candidate_threads`) runs
-    after the driver's word on each call, while the worker draws the next call's inputs."""
+    """One block of timed calls of one side; `reads` (the candidate's) reads the outputs of the calls it picks before
+    the driver's word on each call; `after_call` (the candidate's, `measure`'s `candidate_threads`) runs after that
+    word, while the worker draws the next call's inputs."""
     budget_s = cfg.max_timing_s / (2 * MIN_BLOCKS)
     floor_calls = -(-cfg.min_reps // MIN_BLOCKS)  # a block's share of the side's sample floor
     # A side that is done already (its cap reached, or settled) only keeps pace with the other's blocks, so that load
@@ -195,7 +220,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
         previous = now
         rec.samples_ms.append(float(reply["ms"]))
         calls += 1
-        keep = keep_budget > len(rec.kept) and random.random() < KEEP_PROBABILITY
+        if reads is not None:  # before the driver's word: the worker waits for it, and must not run meanwhile
+            reads.after_call(seed, reply)
+            previous = time.perf_counter()  # a read's time is the driver's, not the call cycle's
         # A block ends on its share of the time cap, or as soon as the side's samples settle: the time cap is for
         # slow, noisy kernels, and a fast kernel should not pay it (it was most of the harness's overhead).
         # (First at MIN_BLOCK_CALLS itself: a settled side keeping pace with the other ends its blocks there.)
@@ -212,13 +239,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, keep_budget
             (now - start) >= budget_s and calls >= floor_calls)
         next_seed = None if stop else fresh_seed()
         check = next_seed is None and rec.deep_check_after()
-        conn.send(NextCall(keep=keep, next_seed=next_seed, check=check))
+        conn.send(NextCall(next_seed=next_seed, check=check))
         if after_call is not None:
             after_call()
-        if keep:
-            _, tensors = conn.recv(cfg.run_timeout_s, "returning a timed call's outputs")
-            rec.kept.append((seed, tensors))
-            previous = time.perf_counter()
         if next_seed is None:
             final, _ = conn.recv(cfg.run_timeout_s, "finishing its timed calls")
             rec.saw_kernels({str(k): int(n) for k, n in (final.get("kernels") or {}).items()})
@@ -249,21 +272,25 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
             device_kind: str, other_work: Meter | None = None,
             candidate_cpu: Callable[[], float | None] | None = None,
             candidate_clock: CandidateClock | None = None,
-            candidate_threads: Callable[[], None] | None = None) -> Measurement:
+            candidate_threads: Callable[[], None] | None = None,
+            candidate_outputs: OutputReads | None = None) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
     work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one). `candidate_cpu`: the
     candidate's worker's CPU seconds by the kernel's accounting (`worker_cpu.WorkerCpu`), refused when it grew while
     the reference's blocks ran. `candidate_clock`: the candidate's timer clock, read around the reference's blocks
     and refused when it stood still there. `candidate_threads`: the driver's count of the candidate's threads
     (`worker_cpu.WorkerThreads.refuse_more`), run around the reference's blocks and after each of the candidate's
-    calls."""
+    calls. `candidate_outputs`: how the driver reads the candidate's timed outputs (`OutputReads`); by default from
+    the candidate connection's shared output file, without a quiet window."""
     idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
     meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
     floor_ms = precision_floor_ms(device_kind)
     ref = SideRecord(floor_ms=floor_ms)
     cand = SideRecord(floor_ms=floor_ms, deep_check_block=random.randrange(DEEP_CHECK_BLOCKS))
-    keep_budget = max(1, cfg.timing_recheck_reps)
-    sides = [(reference, ref, 0), (candidate, cand, keep_budget)]
+    reads = candidate_outputs if candidate_outputs is not None else OutputReads(
+        Reservoir(cfg.timing_recheck_reps), candidate.read_outputs)
+    sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]] = [(reference, ref, None),
+                                                                             (candidate, cand, reads)]
     # Strictly alternating blocks from a random first side, until both sides are done: load that comes and goes
     # falls on both sides alike (a fresh shuffle every round let one side's blocks bunch up inside a burst of the
     # machine's other work, and so did a side that had settled leaving the other's last blocks back to back). A side
@@ -280,8 +307,10 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
             break
         rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads))
-    while len(cand.kept) < 1:  # every evaluation checks at least one timed call
-        _block(candidate, cand, cfg, keep_budget, first=False, after_call=candidate_threads)
+    if not reads.reservoir.kept:  # every evaluation checks at least one timed call
+        _block(candidate, cand, cfg, reads, first=False, after_call=candidate_threads)
+    if reads.quiet is not None:
+        reads.quiet.refuse_busy()
     _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
     if idle is not None:
@@ -290,11 +319,11 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         candidate_clock.refuse_stopped()
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
-    return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), cand.kept,
+    return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), reads.reservoir.kept,
                        cand.kernels or {}, chosen.contention)
 
 
-def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecord, cand: SideRecord,
+def _round(sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]], ref: SideRecord, cand: SideRecord,
            cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None,
            clock: CandidateClock | None = None, threads: Callable[[], None] | None = None) -> Round:
     """One block of each side that is not exhausted, in the evaluation's order, metered for other work; with `idle`,
@@ -304,10 +333,10 @@ def _round(sides: list[tuple[WorkerConnection, SideRecord, int]], ref: SideRecor
     if meter is not None:
         meter.start()
     ran: dict[int, int] = {}
-    for conn, rec, keeps in sides:
+    for conn, rec, reads in sides:
         if not rec.exhausted(cfg):
-            def block(conn: WorkerConnection = conn, rec: SideRecord = rec, keeps: int = keeps) -> None:
-                _block(conn, rec, cfg, keeps, first=rec.blocks == 0, after_call=threads if rec is cand else None)
+            def block(conn: WorkerConnection = conn, rec: SideRecord = rec, reads: OutputReads | None = reads) -> None:
+                _block(conn, rec, cfg, reads, first=rec.blocks == 0, after_call=threads if rec is cand else None)
             if rec is ref and idle is not None:
                 block = functools.partial(idle.around, block)
             if rec is ref and clock is not None:  # its reads outside the CPU's: a reply costs the worker CPU
@@ -325,7 +354,7 @@ def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Tim
     """One more side timed by the same protocol (the torch.compile baseline)."""
     rec = SideRecord(floor_ms=precision_floor_ms(device_kind))
     while not rec.done(cfg):
-        _block(conn, rec, cfg, 0, first=rec.blocks == 0)
+        _block(conn, rec, cfg, None, first=rec.blocks == 0)
     return rec.timing()
 
 

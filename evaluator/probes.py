@@ -10,6 +10,8 @@ one is planned, else skipped and said so in the trial's record.
 
 from __future__ import annotations
 
+import math
+import secrets
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +21,17 @@ from evaluator.commands import Run
 from evaluator.config import EvalConfig
 from evaluator.connection import WorkerConnection
 from evaluator.native_compare import NativeCompare, native_compare
-from evaluator.task_runtime import LARGE_SCALES
+from evaluator.task_runtime import LARGE_SCALES, NORMAL_SCALE
+
+# Each probe's scale is drawn afresh per trial from a continuous range around its nominal value (a factor of
+# SCALE_SPREAD either way, log-uniform): a kernel that recognised one fixed draw (the x4 normal, the 1e5 magnitude)
+# and routed it to an exact path, being wrong on ordinary inputs between them, passed (issue 33, class 5).
+SCALE_SPREAD = 3.0
+_rng = secrets.SystemRandom()
+
+
+def drawn_scale(nominal: float) -> float:
+    return nominal * math.exp(_rng.uniform(-math.log(SCALE_SPREAD), math.log(SCALE_SPREAD)))
 
 
 def all_finite(tensors: list[torch.Tensor]) -> bool:
@@ -34,8 +46,13 @@ def _finite(t: torch.Tensor) -> bool:
 
 
 def first_sent(run: Run) -> Run:
-    """A trial's run as first sent to the reference: the large-magnitude trial at its first planned magnitude."""
-    return replace(run, scale=LARGE_SCALES[0]) if run.distribution == "large" else run
+    """A trial's run as first sent to the reference: the large-magnitude trial at a magnitude drawn around its first
+    planned one, the second distribution at a scale drawn around NORMAL_SCALE."""
+    if run.distribution == "large":
+        return replace(run, scale=drawn_scale(LARGE_SCALES[0]))
+    if run.distribution == "normal":
+        return replace(run, scale=drawn_scale(NORMAL_SCALE))
+    return run
 
 
 def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool,
@@ -44,7 +61,8 @@ def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_fi
     """(the run as sent, the reference's reply, its outputs), or None when the probe leaves the reference's domain
     at every magnitude planned for it. `first`: the reply to `first_sent(run)`, read already by the caller."""
     dist = run.distribution
-    scales: tuple[float | None, ...] = LARGE_SCALES if dist == "large" else (None,)
+    scales: tuple[float | None, ...] = (run.scale, *map(drawn_scale, LARGE_SCALES[1:])) if dist == "large" \
+        else (None,)
     for k, scale in enumerate(scales):
         sent = replace(run, scale=scale) if scale is not None else run
         if k == 0 and first is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluator.output_slot import DriverSlot
 from evaluator.zygote import LAZY_FLUSH, NO_DYNAMO
 
 if TYPE_CHECKING:
@@ -151,6 +152,7 @@ class WorkerHandle:
     pid: int
     log: bytearray
     _reader: threading.Thread
+    outputs: DriverSlot  # the shared file its timed calls' outputs are copied into (`output_slot.py`)
 
     def log_text(self) -> str:
         """What the worker printed; complete once the worker is gone (read it after killing)."""
@@ -255,19 +257,23 @@ class Zygote:
             self._await_ready()
             ours, theirs = socket.socketpair()
             log_r, log_w = os.pipe()
+            outputs = DriverSlot()
             request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
                        "cpu_limit_s": cpu_limit_s, "gpu_memory_fraction": gpu_memory_fraction}
             try:
                 assert self._control is not None
-                socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w])
+                socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w, outputs.fd])
                 reply = self._readline(timeout_s=30)
+            except BaseException:
+                outputs.close()
+                raise
             finally:
                 theirs.close()
                 os.close(log_w)
         log = bytearray()
         reader = threading.Thread(target=_drain, args=(log_r, log), daemon=True)
         reader.start()
-        return WorkerHandle(sock=ours, pid=int(reply["pid"]), log=log, _reader=reader)
+        return WorkerHandle(sock=ours, pid=int(reply["pid"]), log=log, _reader=reader, outputs=outputs)
 
     @property
     def host_pid(self) -> int | None:
@@ -279,6 +285,7 @@ class Zygote:
             handle.sock.close()
         except OSError:
             pass
+        handle.outputs.close()
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 return

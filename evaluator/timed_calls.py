@@ -1,5 +1,6 @@
-"""The worker's timed commands: `time` (timed calls on fresh inputs, each opened by the driver's `go` and followed
-by its word on keeping the outputs) and `batch` (inputs and calls whose round trip the driver times).
+"""The worker's timed commands: `time` (timed calls on fresh inputs, each opened by the driver's `go` and closed by
+the call's reply, after which the worker waits for the driver's next word while the driver may read the call's
+outputs from the shared file, `output_slot.py`) and `batch` (inputs and calls whose round trip the driver times).
 
 Functions of the worker (`self`), in both roles alike: the reference and the candidate are timed by the same code,
 which is why these live beside `worker.py`'s command loop rather than in the driver. The module is watched like the
@@ -37,7 +38,7 @@ def time_calls(self: Worker, cmd: Time) -> None:
         del warm_inputs
         fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
         left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
-        after = NextCall(keep=False, next_seed=None)
+        after = NextCall(next_seed=None)
         while seed is not None:
             made: list[torch.Tensor] | None = [] if timer.flushes_lines else None  # the draw's temporaries
             inputs = rt.inputs(variant, seed, made=made)
@@ -57,7 +58,7 @@ def time_calls(self: Worker, cmd: Time) -> None:
             call: dict[str, Any] = {}
             with self._timed_watch(seen, closing=lambda: _close_timed_call(self, call)):
                 call["ms"], call["out"] = timer.time_call(model, inputs, evicted=True)
-            out, outputs, kept = call["out"], call["outputs"], call["kept"]
+            out, outputs, after = call["out"], call["outputs"], call["after"]
             left_running.append(timer.left_running_ms)
             kernels = self.guards.launches_since(launches0)
             fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
@@ -66,12 +67,8 @@ def time_calls(self: Worker, cmd: Time) -> None:
                 self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                 return
             if evicts:
-                timer.forget(outputs + kept + inputs)
+                timer.forget(outputs + inputs)
             del out, outputs, inputs, call
-            after = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
-            if after.keep:
-                self.send({"status": "kept"}, kept)
-            del kept
             seed = after.next_seed
     # The whole dispatch table (~50 ms) at the end of the blocks the driver picks at random, after the last call.
     problem = self._refuse_reason(deep=after.check)
@@ -82,13 +79,17 @@ def time_calls(self: Worker, cmd: Time) -> None:
                "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
 def _close_timed_call(self: Worker, call: dict[str, Any]) -> None:
-    """Right after a timed call returned, inside its watch: the copy check, the copies of the outputs (work
-    deferred past the return is in them), then the reply that stops the driver's clock for the call."""
+    """Right after a timed call returned, inside its watch: the copy check, the copy of the outputs into the shared
+    file the driver reads (work deferred past the return is in it), then the reply that stops the driver's clock for
+    the call, and the wait for the driver's next word, during which the driver may read the outputs (and sees
+    whether this process runs: `clock_checks.QuietWindow`). Nothing runs between the reply and the wait: the watch's
+    end and the checks come after the driver's word."""
     self._check_copy_ops()
     outputs = as_outputs(call["out"])
     call["outputs"] = outputs
-    call["kept"] = [self._clone(o) for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
-    self.send({"status": "rep", "ms": call["ms"]})
+    layout = self.outputs.write([o for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type])
+    self.send({"status": "rep", "ms": call["ms"], "outputs": layout.to_wire()})
+    call["after"] = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
 
 
 def batch(self: Worker, cmd: Batch) -> None:

@@ -8,6 +8,7 @@ launch counts, ops, timings, problems it saw) and the driver judges them.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -21,6 +22,7 @@ from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
 from evaluator.line_flush import LineFlush
+from evaluator.output_slot import WorkerSlot
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
 
@@ -28,12 +30,15 @@ __all__ = ["CANDIDATE_MODULE", "Worker"]  # CANDIDATE_MODULE: imported from here
 
 
 class Worker:
-    def __init__(self, channel: Channel, role: str, guards: Guards):
+    def __init__(self, channel: Channel, role: str, guards: Guards, outputs: WorkerSlot | None = None):
         self.ch = channel
         # Bound at start, before any candidate code: patching Channel's class later does not reach these.
         self.send, self.recv = channel.send, channel.recv
         self.role = role  # "reference" | "candidate"
         self.guards = guards  # both roles run the same checks (same costs); only the candidate is refused
+        # Where timed calls' outputs are copied for the driver to read (a file of its own where none was handed over:
+        # a worker driven by a test that reads none).
+        self.outputs = outputs if outputs is not None else WorkerSlot(os.memfd_create("opforge-outputs", os.MFD_CLOEXEC))
         self.enforce = role == "candidate"
         self.rt: TaskRuntime | None = None
         self.model_cls: Any = None

@@ -20,7 +20,7 @@ from evaluator.wire import Channel, ChannelClosed
 @pytest.mark.parametrize("cmd", [
     Load(task_source="x", task_name="t", device="cpu", init_seeds=(1, 2), candidate_source="y", builds=True),
     Run(variant=1, seed=5, distribution="large", scale=1e5, prime_seed=3, reuse_tensors=True),
-    Time(variant=0, seed=9, warmup_ms=5.0), NextCall(keep=True, next_seed=None, check=True),
+    Time(variant=0, seed=9, warmup_ms=5.0), NextCall(next_seed=None, check=True),
     Batch(variant=0, seeds=(1, 2, 3), calls=True), Exit(), Built("linked", "log", "k", True),
 ])
 def test_a_command_survives_the_wire_as_itself(cmd):

@@ -59,10 +59,12 @@ class Worker:
             self.machine.now_s += (ms + 0.2) / 1e3
             self.pending.append({"status": "rep", "ms": ms})
         if isinstance(cmd, NextCall):
-            if cmd.keep:
-                self.pending.insert(0, {"status": "kept"})
             if cmd.next_seed is None:
                 self.pending.append({"status": "timed", "kernels": {}, "left_running_ms": 0.0})
+
+    def read_outputs(self, layout: object) -> list[Any]:
+        """The driver's read of a call's outputs from the shared file: none here (nothing runs)."""
+        return []
 
     def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
         return self.pending.pop(0), []

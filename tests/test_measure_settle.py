@@ -49,13 +49,15 @@ class FakeWorker:
         if isinstance(cmd, Go):
             self.pending.append({"status": "rep", "ms": self.median_ms * (1 + self.spread * (self.rng.random() - 0.5))})
         if isinstance(cmd, NextCall):
-            if cmd.keep:
-                self.pending.insert(0, {"status": "kept"})
             if cmd.next_seed is None:
                 if cmd.check:
                     self.deep_checks.append(self.blocks)
                 self.blocks += 1
                 self.pending.append({"status": "timed", "kernels": {}, "left_running_ms": 0.0})
+
+    def read_outputs(self, layout: object) -> list[Any]:
+        """The driver's read of a call's outputs from the shared file: none here (nothing runs)."""
+        return []
 
     def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
         return self.pending.pop(0), []
@@ -78,7 +80,7 @@ def test_without_the_floor_the_same_side_runs_to_its_limit():
     rec = SideRecord(floor_ms=0.0)
     worker = FakeWorker(0.010, 0.8, 3)  # +-40 %: the relative rule needs some 1,400 calls
     while not rec.done(cfg):
-        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+        measure._block(worker, rec, cfg, None, first=rec.blocks == 0)  # type: ignore[arg-type]
     assert len(rec.samples_ms) >= cfg.max_reps
 
 
@@ -144,7 +146,7 @@ def test_a_settled_side_keeping_pace_ends_its_blocks_after_the_fewest_calls_a_bl
     cfg = EvalConfig(max_timing_s=600.0)
     rec = SideRecord(samples_ms=[0.010] * 60, blocks=3, floor_ms=precision_floor_ms("cpu"))
     assert rec.settled(cfg)
-    measure._block(FakeWorker(0.010, 0.1, 6), rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    measure._block(FakeWorker(0.010, 0.1, 6), rec, cfg, None, first=False)  # type: ignore[arg-type]
     assert len(rec.samples_ms) == 60 + measure.MIN_BLOCK_CALLS
 
 
@@ -250,7 +252,7 @@ def test_a_drifting_side_ends_its_later_blocks_early_but_keeps_as_many_blocks_as
     sizes = []
     while not rec.done(cfg):
         before = len(rec.samples_ms)
-        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+        measure._block(worker, rec, cfg, None, first=rec.blocks == 0)  # type: ignore[arg-type]
         sizes.append(len(rec.samples_ms) - before)
     assert rec.blocks == measure.DRIFT_BLOCKS
     assert all(n > 100 for n in sizes[:measure.MIN_BLOCKS])
@@ -264,7 +266,7 @@ def test_the_same_side_without_drift_runs_to_its_cap(monkeypatch: pytest.MonkeyP
     rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
     worker = DriftingWorker([0.11], 0.8, 10)  # +-40%: the 1% rule needs some 1,400 calls, the cap gives ~1,000
     while not rec.done(cfg):
-        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+        measure._block(worker, rec, cfg, None, first=rec.blocks == 0)  # type: ignore[arg-type]
     assert not rec.drifting(cfg)
     assert rec.spent_s >= cfg.max_timing_s and rec.blocks == 2 * measure.MIN_BLOCKS
 
@@ -277,10 +279,10 @@ def test_a_side_done_by_its_cap_keeps_pace_with_short_blocks(monkeypatch: pytest
     rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
     worker = DriftingWorker([0.11], 0.8, 11)
     while not rec.done(cfg):
-        measure._block(worker, rec, cfg, 0, first=rec.blocks == 0)  # type: ignore[arg-type]
+        measure._block(worker, rec, cfg, None, first=rec.blocks == 0)  # type: ignore[arg-type]
     assert rec.spent_s >= cfg.max_timing_s and not rec.settled(cfg)
     before = len(rec.samples_ms)
-    measure._block(worker, rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    measure._block(worker, rec, cfg, None, first=False)  # type: ignore[arg-type]
     assert len(rec.samples_ms) - before == measure.MIN_BLOCK_CALLS
 
 
@@ -293,11 +295,11 @@ def test_a_settled_side_of_slow_calls_ends_its_block_at_its_share_of_the_sample_
     floor_calls = -(-cfg.min_reps // measure.MIN_BLOCKS)
     settled = SideRecord(samples_ms=[5.0 + 0.001 * i for i in range(12)], blocks=1, floor_ms=precision_floor_ms("cpu"))
     assert settled.settled(cfg)
-    measure._block(FakeWorker(5.0, 0.002, 12), settled, cfg, 0, first=False)  # type: ignore[arg-type]
+    measure._block(FakeWorker(5.0, 0.002, 12), settled, cfg, None, first=False)  # type: ignore[arg-type]
     assert len(settled.samples_ms) == 12 + floor_calls
     noisy = SideRecord(samples_ms=[5.0 * (1 + 0.8 * (i % 5 - 2) / 4) for i in range(12)], blocks=1)
     assert not noisy.settled(cfg)
-    measure._block(FakeWorker(5.0, 0.8, 13), noisy, cfg, 0, first=False)  # type: ignore[arg-type]
+    measure._block(FakeWorker(5.0, 0.8, 13), noisy, cfg, None, first=False)  # type: ignore[arg-type]
     assert len(noisy.samples_ms) - 12 >= 8  # its whole share: 1/3 s at 40 ms a call
 
 
@@ -305,7 +307,7 @@ def test_the_first_block_of_slow_calls_still_has_the_sample_floor_before_the_rul
     monkeypatch.setattr(measure, "time", StepClock(0.04))
     cfg = EvalConfig(max_timing_s=2.0)
     rec = SideRecord(floor_ms=precision_floor_ms("cpu"))
-    measure._block(FakeWorker(5.0, 0.002, 14), rec, cfg, 0, first=True)  # type: ignore[arg-type]
+    measure._block(FakeWorker(5.0, 0.002, 14), rec, cfg, None, first=True)  # type: ignore[arg-type]
     assert len(rec.samples_ms) >= 8  # not settled before min_reps: the block runs to its share
 
 
@@ -315,7 +317,7 @@ def test_blocks_of_faster_calls_end_on_the_rule_only_from_min_block_calls(monkey
     monkeypatch.setattr(measure, "time", StepClock(0.02))
     cfg = EvalConfig(max_timing_s=2.0)
     rec = SideRecord(samples_ms=[5.0 + 0.001 * i for i in range(12)], blocks=1, floor_ms=precision_floor_ms("cpu"))
-    measure._block(FakeWorker(5.0, 0.002, 15), rec, cfg, 0, first=False)  # type: ignore[arg-type]
+    measure._block(FakeWorker(5.0, 0.002, 15), rec, cfg, None, first=False)  # type: ignore[arg-type]
     assert len(rec.samples_ms) == 12 + measure.MIN_BLOCK_CALLS
     assert not measure.slow_block_may_end(4, 0.08, 1 / 3, 4)
     assert measure.slow_block_may_end(4, 0.16, 1 / 3, 4)

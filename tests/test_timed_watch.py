@@ -57,7 +57,7 @@ class ScriptedChannel:
         if self.sent and self.sent[-1].get("status") == "armed":
             return {"cmd": "go"}, []
         self.calls -= 1
-        return {"cmd": "next", "keep": False, "next_seed": self.calls if self.calls > 0 else None}, []
+        return {"cmd": "next", "next_seed": self.calls if self.calls > 0 else None}, []
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ from evaluator.trials import plan, run_trials
 
 def _outputs(cmd: Run) -> list[torch.Tensor]:
     """What the task computes on a run's inputs: non-finite at the first large magnitude (it leaves the domain)."""
-    if cmd.distribution == "large" and cmd.scale == 1e5:
+    if cmd.distribution == "large" and (cmd.scale or 0) > 1e4:  # drawn around 1e5 (probes.drawn_scale)
         return [torch.full((4,), math.inf)]
     return [torch.full((4,), float(cmd.seed % 1000) + (cmd.scale or 0.0))]
 
@@ -57,11 +57,12 @@ def test_the_reference_runs_one_trial_ahead_and_the_candidate_is_asked_as_before
     cand_asked = [cmd for role, what, cmd in events if role == "candidate" and what == "ask"]
     # One command per trial, in the plan's order; the large-magnitude trial at the magnitude that stayed finite.
     assert [(c.variant, c.distribution) for c in cand_asked] == [(t.variant, t.distribution) for t in trials]
-    assert [c.scale for c in cand_asked if c.distribution == "large"] == [1e3]
+    (small,) = [c.scale for c in cand_asked if c.distribution == "large"]
+    assert small is not None and 1e3 / 3 <= small <= 3e3  # each probe's scale drawn around its nominal value
     ref_asked = [cmd for role, what, cmd in events if role == "reference" and what == "ask"]
-    assert [(c.distribution, c.scale) for c in ref_asked if c.distribution == "large"] == [("large", 1e5),
-                                                                                          ("large", 1e3)]
-    first_sent = [c for c in ref_asked if (c.distribution, c.scale) != ("large", 1e3)]  # one per trial
+    big, again = [c.scale for c in ref_asked if c.distribution == "large"]
+    assert big is not None and 1e5 / 3 <= big <= 3e5 and again == small
+    first_sent = [c for c in ref_asked if (c.distribution, c.scale) != ("large", small)]  # one per trial
     assert len(first_sent) == len(trials)
     for i, asked in enumerate(cand_asked[:-1]):
         # Before the driver reads the candidate's reply to a trial, the reference has the next trial's run.
