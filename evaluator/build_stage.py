@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from evaluator import cpu_extension, cpu_extension_build, policy
+from evaluator import cpu_extension, cpu_extension_build, native_symbols, policy
 from evaluator.build_cache import BuildCache, Verdict, build_uncached, toolchain
 from evaluator.candidate import Candidate
 from evaluator.commands import Built, Load
@@ -70,8 +70,15 @@ class BuildServer:
         self.collecting, self.archs = collecting, archs
         self.verdicts: list[Verdict] = []
         self.cpu_verdicts: list[Verdict] = []  # CPU load_inline extensions (kind cpu_extension)
+        self._below_torch: str | None = None
         self.native = NativeServer(isolation, context, collecting)  # load_c's builds (native_stage.py)
         self._requests = 0
+
+    @property
+    def below_torch(self) -> str | None:
+        """Why a library built for the worker was refused for calling PyTorch below its dispatcher, or None
+        (`native_symbols.py`): the driver's verdict, whatever the worker then makes of the refusal."""
+        return self.native.below_torch or self._below_torch
 
     def answer(self, raw_spec: Any, timeout_s: float, kind: Any = None) -> tuple[Built, list[torch.Tensor]]:
         self._requests += 1
@@ -126,6 +133,10 @@ class BuildServer:
         header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
         if verdict.status != "linked" or self.collecting or not data:
             return header, []
+        below = native_symbols.extension_refusal(data, spec.name)  # on the bytes the worker would load
+        if below is not None:
+            self._below_torch = below
+            return Built("refused", below), []
         return header, [torch.frombuffer(bytearray(data), dtype=torch.uint8)]
 
 
@@ -154,6 +165,8 @@ def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: 
         first_reply(reply)
     while reply.get("status") == "build":
         built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
+        if server.below_torch is not None:
+            raise Refused(Status.REJECTED, server.below_torch)
         if built.verdict == "timeout":
             what = {"native": "native build", cpu_extension.KIND: "C++ extension build"}.get(str(reply.get("kind")),
                                                                                           "CUDA build")

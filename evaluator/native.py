@@ -88,6 +88,7 @@ class NativeLibrary:
     def __init__(self, name: str, prototypes: tuple[Prototype, ...], path: Path | None, counted: bool = True):
         """`counted`: its calls count as kernel launches (the harness's own libraries' calls do not)."""
         self._name = name
+        self._path = path
         self._functions: dict[str, NativeFunction] = {}
         handle = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL) if path is not None else None
         if handle is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from evaluator import builder
+from evaluator import builder, native_symbols
 from evaluator.commands import Built
 from evaluator.native_build import NativeCache, Outcome, build_once, compiler, entry_key, open_cache
 from evaluator.native_spec import NativeSpec
@@ -66,6 +66,7 @@ class NativeServer:
     def __init__(self, isolation: str, context: str, collecting: bool = False):
         self.isolation, self.context, self.collecting = isolation, context, collecting
         self.outcomes: list[Outcome] = []
+        self.below_torch: str | None = None  # why a built library was refused (`native_symbols.refusal`)
         self._cache: NativeCache | None | bool = False  # opened on the first request
 
     def answer(self, raw_spec: Any, timeout_s: float) -> tuple[Built, list[torch.Tensor]]:
@@ -79,6 +80,11 @@ class NativeServer:
         self.outcomes.append(outcome)
         if outcome.status == "unavailable":
             return Built("refused", f"load_c({spec.name!r}) cannot be built here: {outcome.log}"), []
+        if outcome.status == "built":  # on the bytes the worker would load, cached ones too
+            foreign = native_symbols.refusal(outcome.library, spec.name)
+            if foreign is not None:
+                self.below_torch = foreign
+                return Built("refused", foreign), []
         header = Built(outcome.status, outcome.log, outcome.key, outcome.cached)
         blobs: list[torch.Tensor] = []
         if outcome.status == "built" and not self.collecting:
