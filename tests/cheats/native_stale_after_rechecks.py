@@ -2,8 +2,8 @@
 # expect: incorrect
 # why: counts its own calls in C and computes honestly only for the first 120 (the trials, the warm-up and the first
 #   timed calls, where a fixed budget of rechecked calls was spent), then returns whatever the output's recycled
-#   memory held: a recheck budget that runs out early leaves the rest of the timed calls unchecked (ok before the
-#   driver read a uniform sample of all timed calls from the shared output file).
+#   memory held: a recheck budget that runs out early leaves the rest of the timed calls unchecked; the driver's
+#   uniform sample of all timed calls, read from the shared output file, does not run out (issue 33, class 2).
 import torch
 import torch.nn as nn
 from evaluator.native import load_c
