@@ -8,7 +8,8 @@ names for it; this check, made by the driver on the library's bytes before the w
 them instead (issue 33, class 6):
 
 - every symbol the library leaves undefined must be defined by one of the runtimes a C or C++ kernel may use
-  (`RUNTIMES`: libc, libm and its vector maths, libgomp, libstdc++, libgcc_s, libatomic), whatever else is loaded in
+  (`RUNTIMES`: libc, libm and its vector maths, libgomp, libstdc++, libgcc_s, libatomic, the dynamic loader's
+  thread-local storage), whatever else is loaded in
   the process that runs it; a weak reference counts like any other (it would bind to libtorch's all the same);
 - the runtimes' symbol look-ups (`dlopen`, `dlsym`, `dl_iterate_phdr` and their kin) are not among them.
 
@@ -27,7 +28,8 @@ import struct
 from pathlib import Path
 
 RUNTIMES = ("libc.so.6", "libm.so.6", "libmvec.so.1", "libgomp.so.1", "libstdc++.so.6", "libgcc_s.so.1",
-            "libatomic.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1")
+            "libatomic.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
+            "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1")  # the loader: __tls_get_addr for thread_local data
 # Looking symbols up at run time would undo the check: the runtimes' own look-up functions are refused by name.
 LOOKUPS = re.compile(r"^(_?_?libc_)?(dl(open|sym|vsym|mopen|addr|addr1|info|close|error|_iterate_phdr)|_dl_\w+)$")
 # Names the toolchain leaves undefined in every shared library, resolved (or left null) harmlessly.

@@ -95,3 +95,8 @@ def test_an_extension_calling_atens_operators_through_the_dispatcher_is_allowed(
     data = _library(tmp_path, f"extern void {ops}(void);\nextern void GOMP_parallel(void);\n"
                               f"void k(void) {{ {ops}(); GOMP_parallel(); }}\n")
     assert native_symbols.extension_refusal(data, "ext") is None
+
+
+def test_thread_local_data_through_the_loader_is_allowed(tmp_path: Path):
+    data = _library(tmp_path, "__thread int counter;\nint k(void) { return ++counter; }\n")  # __tls_get_addr
+    assert native_symbols.refusal(data, "k") is None
