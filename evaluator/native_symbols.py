@@ -29,6 +29,7 @@ from pathlib import Path
 
 RUNTIMES = ("libc.so.6", "libm.so.6", "libmvec.so.1", "libgomp.so.1", "libstdc++.so.6", "libgcc_s.so.1",
             "libatomic.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
+            "libomp.so", "libomp.so.5", "libquadmath.so.0",  # clang's OpenMP, __float128
             "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1")  # the loader: __tls_get_addr for thread_local data
 # Looking symbols up at run time would undo the check: the runtimes' own look-up functions are refused by name.
 LOOKUPS = re.compile(r"^(_?_?libc_)?(dl(open|sym|vsym|mopen|addr|addr1|info|close|error|_iterate_phdr)|_dl_\w+)$")
