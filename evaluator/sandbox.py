@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluator.output_slot import DriverSlot
 from evaluator.zygote import LAZY_FLUSH, NO_DYNAMO
 
 if TYPE_CHECKING:
     from evaluator.forked_zygote import ForkedProcess
+    from evaluator.output_slot import DriverSlot
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
@@ -257,6 +257,7 @@ class Zygote:
             self._await_ready()
             ours, theirs = socket.socketpair()
             log_r, log_w = os.pipe()
+            from evaluator.output_slot import DriverSlot  # torch: not imported by this module (forked_zygote.py)
             outputs = DriverSlot()
             request = {"nonce": nonce, "device": self.device, "memory_limit_bytes": memory_limit_bytes,
                        "cpu_limit_s": cpu_limit_s, "gpu_memory_fraction": gpu_memory_fraction}
