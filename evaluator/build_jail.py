@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
     if problem is not None:
         print(f"opforge: the build stage's sandbox cannot start here: {problem}", file=sys.stderr)
         os._exit(REFUSED)
-    if not syscall_filter.install():
+    if not syscall_filter.install(processes=True, reach=True):
         print("opforge: the build stage's syscall filter cannot be installed here", file=sys.stderr)
         os._exit(REFUSED)
     try:

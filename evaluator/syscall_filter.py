@@ -123,9 +123,12 @@ class _Program:
         return out
 
 
-def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | None:
+def program(machine: str, own_pid: int, processes: bool = True,
+            reach: bool = False) -> list[tuple[int, int, int, int]] | None:
     """The filter's instructions (code, jump if true, jump if false, k) for `machine` and a process `own_pid`; None
-    where the machine is not one whose numbers are known here."""
+    where the machine is not one whose numbers are known here. `processes`: the rules on clone, signals, scheduling
+    and limits; `reach`: those on sockets, IPC and io_uring (a GPU worker installs them as a second filter once its
+    device is warm: the CUDA driver may want a Unix socket of its own while it starts)."""
     nr = _ARCHES.get(machine)
     if nr is None:
         return None
@@ -135,24 +138,26 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     p.jump(_JEQ, nr["arch"], no="nosys")
     p.load(0)
     p.jump(_JGE, _X32_BIT, yes="nosys")
-    p.jump(_JEQ, nr["clone3"], yes="nosys")
-    p.jump(_JEQ, nr["clone"], yes="clone")
-    p.jump(_JEQ, nr["tkill"], yes="deny")
-    p.jump(_JEQ, nr["kill"], yes="kill")
-    p.jump(_JEQ, nr["setpriority"], yes="who")
-    p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
-    p.jump(_JEQ, nr["fcntl"], yes="fcntl")
-    p.jump(_JEQ, nr["ioctl"], yes="ioctl")
-    p.jump(_JEQ, nr["socket"], yes="socket")
-    p.jump(_JEQ, nr["socketpair"], yes="socketpair")
-    for name in _IPC:
-        p.jump(_JEQ, nr[name], yes="deny")
-    for name in _IO_URING:
-        p.jump(_JEQ, nr[name], yes="nosys")
-    for name in _SIGNALS:
-        p.jump(_JEQ, nr[name], yes="signal")
-    for name in _SCHEDULING:
-        p.jump(_JEQ, nr[name], yes="first")
+    if processes:
+        p.jump(_JEQ, nr["clone3"], yes="nosys")
+        p.jump(_JEQ, nr["clone"], yes="clone")
+        p.jump(_JEQ, nr["tkill"], yes="deny")
+        p.jump(_JEQ, nr["kill"], yes="kill")
+        p.jump(_JEQ, nr["setpriority"], yes="who")
+        p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
+        p.jump(_JEQ, nr["fcntl"], yes="fcntl")
+        p.jump(_JEQ, nr["ioctl"], yes="ioctl")
+        for name in _SIGNALS:
+            p.jump(_JEQ, nr[name], yes="signal")
+        for name in _SCHEDULING:
+            p.jump(_JEQ, nr[name], yes="first")
+    if reach:
+        p.jump(_JEQ, nr["socket"], yes="socket")
+        p.jump(_JEQ, nr["socketpair"], yes="socketpair")
+        for name in _IPC:
+            p.jump(_JEQ, nr[name], yes="deny")
+        for name in _IO_URING:
+            p.jump(_JEQ, nr[name], yes="nosys")
     p.ret(_RET_ALLOW)
     p.label("clone")
     p.load(_ARG0)
@@ -209,10 +214,11 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     return p.assemble()
 
 
-def install() -> bool:
-    """Install the filter in this process, for its pid now (no new privileges first, as an unprivileged filter
-    requires); False where the machine's numbers are unknown or the kernel refuses."""
-    instructions = program(platform.machine(), os.getpid())
+def install(processes: bool = True, reach: bool = False) -> bool:
+    """Install the filter (`program`'s rules chosen by `processes` and `reach`) in this thread and what it starts,
+    for this process's pid now (no new privileges first, as an unprivileged filter requires); False where the
+    machine's numbers are unknown or the kernel refuses. Filters stack: a second call adds rules."""
+    instructions = program(platform.machine(), os.getpid(), processes, reach)
     if instructions is None:
         return False
     code = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)
