@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import site
 import subprocess
@@ -241,8 +242,9 @@ def _toolchain_dirs() -> tuple[Path, ...]:
 
 
 def _bwrap_view(work: Path) -> list[str]:
-    args = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-            "--new-session", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # bwrap by its full path: the compilers' environment has a fixed PATH (`plain_env`), which may not hold it
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr"):
         p = Path("/", top)
         if p.is_symlink():
