@@ -1,12 +1,17 @@
 """Landlock, the kernel's unprivileged file-system sandbox: the candidate's worker may write only below its own
-private working directory (and to a few harmless device files), whether bubblewrap runs or not.
+private working directory (and to a few harmless device files) and read only what it needs, whether bubblewrap runs
+or not.
 
 Bubblewrap gives the candidate a read-only root; without it (a machine or container where it cannot make namespaces)
 the process sandbox alone left every file the user can write within reach: the repository, the build caches that
 other candidates' builds come from, a `.pth` file in site-packages that runs code in every later Python process of
 that user, the driver's included. Landlock (Linux 5.13 and later) closes that from inside the worker, with no
 privileges: once restricted, the process and every thread or child it starts can no longer create, write, truncate,
-rename or delete anything outside the allowed paths. Reading stays as it was (bubblewrap hides the private folders).
+rename or delete anything outside the allowed paths. Reads are limited too (`restrict` with `readable`, the paths of
+`read_view.py`): without bubblewrap's mount namespace they were the user's whole file system (`~/.ssh`, the store,
+other evaluations' folders in /tmp, the build caches). Where the kernel has them, the same ruleset refuses TCP (ABI 4)
+and scopes abstract Unix sockets and signals to the restricted processes (ABI 6). The build jail (`build_jail.py`)
+applies the same to the build stage's compilers.
 
 Called on a CPU worker only: a GPU's driver and profiler open device files and write lock files of their own that
 no test here can run; that is listed in docs/EVALUATOR.md.
