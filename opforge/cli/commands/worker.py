@@ -8,8 +8,10 @@ import signal
 from types import FrameType
 
 from evaluator.pool import Runner
+from evaluator.process_tree import set_undumpable
 from evaluator.sandbox import REQUIRE_ENV, WITHOUT_BWRAP, bwrap_available
 from opforge.cli.flags import DB_HELP, open_store
+from store.engine import ENV_VAR as STORE_ENV
 from opforge.errors import UsageError
 from opforge.cli.commands.optimize import make_runner
 from opforge.run.job_worker import (DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_POLL_S, Worker,
@@ -75,7 +77,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{WITHOUT_BWRAP[0].upper()}{WITHOUT_BWRAP[1:]}; `opforge worker` requires it: install "
                              "it, or pass --no-require-sandbox to accept the process sandbox.")
         os.environ[REQUIRE_ENV] = "1"  # before Ray starts: its workers inherit it
+    # The store's credentials stay out of candidates' reach: this process's /proc entries (its environment) unreadable
+    # to other processes of the user, and $OPFORGE_DB not inherited by Ray's processes, which are not.
+    set_undumpable()
     store = open_store(args.db)
+    os.environ.pop(STORE_ENV, None)
     runner: Runner | None = None
     previous = signal.getsignal(signal.SIGTERM)
     try:
