@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import site
 import subprocess
@@ -159,7 +160,7 @@ def builder_env(work: Path, archs: str) -> dict[str, str]:
         from torch.utils import cpp_extension
         if cpp_extension.CUDA_HOME:
             env["CUDA_HOME"] = cpp_extension.CUDA_HOME  # what load_inline would use here, found outside the sandbox
-    env.update(HOME=str(work), PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", TORCH_CUDA_ARCH_LIST=archs,
+    env.update(HOME=str(work), TMPDIR=str(work), PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", TORCH_CUDA_ARCH_LIST=archs,
                TORCH_EXTENSIONS_DIR=str(work), MAX_JOBS="2")
     return env
 
@@ -176,18 +177,37 @@ def _bwrap_works() -> bool:
 
 def builder_prefix(work: Path, isolation: str, mode: str) -> list[str] | None:
     """The command prefix that runs a compiler in the CUDA builder's sandbox (see `sandboxed_prefix`)."""
-    return sandboxed_prefix(work, isolation, lambda: _sandbox_works(mode))
+    return sandboxed_prefix(work, isolation, lambda kind: _sandbox_works(mode, kind))
 
 
-def sandboxed_prefix(work: Path, isolation: str, self_test: Callable[[], bool]) -> list[str] | None:
-    """The command prefix that runs a compiler in the builders' bubblewrap view of `work`; [] for process isolation;
-    None where bubblewrap was asked for but the stage's own `self_test` (run once per process) failed: a view
-    missing part of a toolchain must never be mistaken for a candidate's compile error, and cached as one."""
-    if not _use_bwrap(isolation):
-        return []
-    if not self_test():
+def sandbox_kind(isolation: str) -> str:
+    """"bwrap" (the builders' bubblewrap view) or "jail" (`build_jail.py`: the same rights without bubblewrap)."""
+    return "bwrap" if _use_bwrap(isolation) else "jail"
+
+
+def sandboxed_prefix(work: Path, isolation: str, self_test: Callable[[str], bool]) -> list[str] | None:
+    """The command prefix that runs a compiler in the builders' sandbox for `work`: bubblewrap's view where it runs,
+    else the build jail (Landlock, namespaces, the syscall filter). None where the stage's own `self_test` of that
+    kind (run once per process) failed: a view missing part of a toolchain must never be mistaken for a candidate's
+    compile error, and cached as one; and no build runs unconfined."""
+    kind = sandbox_kind(isolation)
+    if not self_test(kind):
         return None
-    return _bwrap_view(work)
+    return view_prefix(kind, work)
+
+
+def view_prefix(kind: str, work: Path) -> list[str]:
+    return _bwrap_view(work) if kind == "bwrap" else jail_prefix(work)
+
+
+JAIL_SCRIPT = Path(__file__).resolve().parent / "build_jail.py"
+
+
+def jail_prefix(work: Path) -> list[str]:
+    """The build jail's command prefix: reads of the toolchain (`_toolchain_dirs`) and `work` alone."""
+    from evaluator.read_view import build_reads
+    reads = build_reads(tuple(str(p) for p in _toolchain_dirs()))
+    return [sys.executable, "-I", "-S", str(JAIL_SCRIPT), str(work.resolve()), *reads, "--"]
 
 
 def plain_env(work: Path) -> dict[str, str]:
@@ -197,21 +217,14 @@ def plain_env(work: Path) -> dict[str, str]:
             "LC_ALL": "C"}
 
 
-def _bwrap_view(work: Path) -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _toolchain_dirs() -> tuple[Path, ...]:
+    """The Python installation and its site-packages (never sys.path as such: a script's folder, maybe $HOME), the
+    headers and the compilers' own folders outside /usr; never the project nor a folder holding it (it may hold
+    secrets: .env, the store)."""
     from torch.utils import cpp_extension
-    args = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-            "--new-session", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr"):
-        p = Path("/", top)
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), str(p)]
-        elif p.is_dir():
-            args += ["--ro-bind", str(p), str(p)]
-    for f in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group", "nsswitch.conf"):
-        args += ["--ro-bind-try", f"/etc/{f}", f"/etc/{f}"]
-    args += ["--ro-bind-try", "/sys", "/sys"]
+
     from evaluator.sandbox import PROJECT_ROOT
-    # The Python installation and its site-packages only: never sys.path as such (a script's folder, maybe $HOME).
     wanted = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).parent,
               Path(cpp_extension.__file__).parents[2], Path(sysconfig.get_paths()["include"]),
               *map(Path, site.getsitepackages())}
@@ -222,11 +235,27 @@ def _bwrap_view(work: Path) -> list[str]:
             wanted.add(Path(exe).resolve().parent.parent)
     bound: list[Path] = [Path("/usr")]
     for p in sorted({q.resolve() for q in wanted if q.exists()}, key=lambda q: len(q.parts)):
-        # the project (and any folder holding it) stays out: it may hold secrets (.env, the store)
         if p == Path("/") or _under(PROJECT_ROOT, p) or any(_under(p, b) for b in bound):
             continue
-        args += ["--ro-bind", str(p), str(p)]
         bound.append(p)
+    return tuple(bound[1:])
+
+
+def _bwrap_view(work: Path) -> list[str]:
+    # bwrap by its full path: the compilers' environment has a fixed PATH (`plain_env`), which may not hold it
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr"):
+        p = Path("/", top)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    for f in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group", "nsswitch.conf"):
+        args += ["--ro-bind-try", f"/etc/{f}", f"/etc/{f}"]
+    args += ["--ro-bind-try", "/sys", "/sys"]
+    for p in _toolchain_dirs():
+        args += ["--ro-bind", str(p), str(p)]
     return args + ["--bind", str(work), str(work), "--chdir", str(work), "--"]
 
 
@@ -263,8 +292,8 @@ def _link_dirs() -> list[str]:
         return list(cpp_extension.library_paths())
 
 
-@functools.lru_cache(maxsize=4)
-def _sandbox_works(mode: str) -> bool:
+@functools.lru_cache(maxsize=8)
+def _sandbox_works(mode: str, kind: str) -> bool:
     """Compiles a trivial kernel inside the builder's view once per process, so that a view missing some toolchain
     path is never mistaken for the candidate's compile error (and cached as one)."""
     with tempfile.TemporaryDirectory(prefix="opforge-build-probe-") as d:
@@ -274,7 +303,8 @@ def _sandbox_works(mode: str) -> bool:
         failed = None
         try:
             for cmds in probe_commands(mode, nvcc_path(mode), cxx_path(), _link_dirs()):  # each stage after the last
-                failed = failed or run_concurrently(cmds, work, 120, _bwrap_view(work), builder_env(work, "9.0"))
+                failed = failed or run_concurrently(cmds, work, 120, view_prefix(kind, work),
+                                                    builder_env(work, "9.0"))
         except (BuildTimeout, OSError) as exc:
             failed = (1, str(exc))
     if failed is not None:

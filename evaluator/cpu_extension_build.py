@@ -4,7 +4,8 @@ The recipe is PyTorch's own for a CPU extension (torch 2.13's ninja file, spelt 
 text reaches a shell or ninja): main.cpp compiled with torch's include folders as system headers, `-fPIC
 -std=c++20` and the spec's allow-listed flags, then linked `-shared` against c10, torch_cpu, torch and torch_python.
 It runs in the CUDA builder's bubblewrap view (`builder._bwrap_view`: the toolchain, the Python installation, the
-build's own folder; no home, no project, no /tmp), behind a self-test per process so that a view missing part of the
+build's own folder; no home, no project, no /tmp), or without bubblewrap in the build jail with the same reads
+(`build_jail.py`), behind a self-test per process so that a view missing part of the
 toolchain is never cached as the candidate's compile error.
 
 The build cache (`build_cache.py`, mode `cpu`) keys each build by the spec and `toolchain()`: torch's version and
@@ -96,8 +97,8 @@ def sandbox_prefix(work: Path, isolation: str) -> list[str] | None:
     return builder.sandboxed_prefix(work, isolation, _sandbox_works)
 
 
-@functools.lru_cache(maxsize=1)
-def _sandbox_works() -> bool:
+@functools.lru_cache(maxsize=2)
+def _sandbox_works(kind: str) -> bool:
     """Compiles a file with Python's and c10's headers and links it against torch's libraries inside the view, once
     per process (about a second): a view without them would otherwise fail every candidate's build."""
     cxx = cxx_path()
@@ -113,7 +114,7 @@ def _sandbox_works() -> bool:
         failed = None
         try:
             for line in lines:
-                failed = failed or builder.run_concurrently([line], work, 120, builder._bwrap_view(work),
+                failed = failed or builder.run_concurrently([line], work, 120, builder.view_prefix(kind, work),
                                                             builder_env(work))
         except (builder.BuildTimeout, OSError) as exc:
             failed = (1, str(exc))

@@ -13,7 +13,7 @@ import resource
 from dataclasses import dataclass
 
 from evaluator import (call_watch, collector_guard, device_warmup, interpreter_gaps, landlock, process_tree,
-                       syscall_filter)
+                       read_view, syscall_filter)
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -88,9 +88,17 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         if not syscall_filter.install():  # a machine whose syscall numbers it lacks, or a kernel that refuses
             guards.notes.add("the worker's syscall filter could not be installed here: a process it starts could "
                              "leave its tree, and without bubblewrap it could signal the reference's worker")
-        if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not
-            landlock.restrict_writes((os.getcwd(), *writable))
+        if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not;
+            # reads only of the system, the Python installation and the evaluator package (read_view.py)
+            problem = landlock.restrict((os.getcwd(), *writable), readable=read_view.worker_reads())
+            if problem is not None:
+                guards.notes.add(f"the worker's file sandbox could not be set up here ({problem}): without "
+                                 "bubblewrap it reads and writes whatever its user may")
     device_warmup.warm_up(device)
+    if role == "candidate" and not syscall_filter.install(processes=False, reach=True):
+        # after the warm-up: the CUDA driver may open a Unix socket of its own while it starts (MPS, persistenced)
+        guards.notes.add("the worker's socket and IPC filter could not be installed here: without bubblewrap it "
+                         "could reach local services through their Unix sockets")
     guards.install_launch_counters(cuda_available=device == "cuda")
     call_watch.install_thread_counter(guards.thread_starts)
     call_watch.install_host_export_counter(guards.host_exports)

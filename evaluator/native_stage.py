@@ -4,7 +4,8 @@ The worker (`native.serve`, armed by `guards.py`) turns a `load_c` call made whi
 `{"status": "build", "kind": "native", "spec": ...}`; the driver (`build_stage.load_candidate`) hands the spec to
 `NativeServer.answer`, which validates it (name, flags from the allow-list, readable prototypes), looks it up in the
 native build cache (`native_build.NativeCache`) or has the compiler build it once per digest inside the builder's
-bubblewrap view (/usr, the Python installation, the build's own folder: no home, no project, no /tmp), and replies
+bubblewrap view (/usr, the Python installation, the build's own folder: no home, no project, no /tmp), or without
+bubblewrap in the build jail that reads as little (`build_jail.py`), and replies
 with the verdict and, for a build that worked, the library's bytes. The worker writes them into its private folder
 and loads them; it never runs a compiler. While collecting (`build_stage.prebuild`, Ray's ahead-of-time builds), the
 worker gets no bytes and a stub library, so every `load_c` call of the candidate is built before it is evaluated.
@@ -37,8 +38,8 @@ def sandbox_prefix(work: Path, isolation: str) -> list[str] | None:
     return builder.sandboxed_prefix(work, isolation, _sandbox_works)
 
 
-@functools.lru_cache(maxsize=1)
-def _sandbox_works() -> bool:
+@functools.lru_cache(maxsize=2)
+def _sandbox_works(kind: str) -> bool:
     """Builds a trivial library inside the view once per process, so that a view missing part of the toolchain is
     never mistaken for the candidate's compile error (and cached as one)."""
     exe = compiler("c")
@@ -47,7 +48,7 @@ def _sandbox_works() -> bool:
     with tempfile.TemporaryDirectory(prefix="opforge-native-probe-") as d:
         work = Path(d)
         (work / "probe.c").write_text("#include <math.h>\nvoid probe(float* x) { x[0] = sqrtf(x[0]); }\n")
-        cmd = [*builder._bwrap_view(work), exe, "-O2", "-fopenmp", "-shared", "-fPIC", "-o", "probe.so", "probe.c",
+        cmd = [*builder.view_prefix(kind, work), exe, "-O2", "-fopenmp", "-shared", "-fPIC", "-o", "probe.so", "probe.c",
                "-lm"]
         try:
             proc = subprocess.run(cmd, cwd=work, env=builder_env(work), capture_output=True, text=True, timeout=120)

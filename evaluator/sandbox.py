@@ -10,7 +10,9 @@ Isolation for untrusted code, in layers:
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import shutil
 import signal
@@ -40,6 +42,35 @@ LOG_LIMIT_BYTES = 64 * 1024
 
 class SandboxError(Exception):
     """The zygote could not be started or stopped answering."""
+
+
+# Set to "1" (by `opforge worker` unless told otherwise, or by the user): "auto" isolation refuses to run candidates
+# without bubblewrap instead of falling back to the process sandbox.
+REQUIRE_ENV = "OPFORGE_REQUIRE_SANDBOX"
+WITHOUT_BWRAP = ("bubblewrap (bwrap) is not installed or cannot make namespaces here, so candidates run in the process "
+                 "sandbox, where Landlock, a syscall filter and namespaces keep them from files, sockets and IPC but "
+                 "they still see this machine's other processes in /proc (install bubblewrap, e.g. `apt-get install "
+                 "bubblewrap`, for the strongest sandbox)")
+_warned = False
+
+
+def resolve_isolation(isolation: str, role: str, environ: dict[str, str] | None = None) -> str:
+    """"auto" made concrete for a zygote of `role`: bubblewrap for candidates where it works, else the process
+    sandbox, said once per process (or refused where $OPFORGE_REQUIRE_SANDBOX is 1)."""
+    global _warned
+    if isolation != "auto":
+        return isolation
+    if role != "candidate":
+        return "process"
+    if bwrap_available():
+        return "bwrap"
+    if (os.environ if environ is None else environ).get(REQUIRE_ENV) == "1":
+        raise SandboxError(f"{WITHOUT_BWRAP[0].upper()}{WITHOUT_BWRAP[1:]}; this machine requires it "
+                           f"(${REQUIRE_ENV}=1, the default of `opforge worker`) and refuses to evaluate.")
+    if not _warned:
+        _warned = True
+        logging.getLogger("opforge.sandbox").warning("opforge: %s.", WITHOUT_BWRAP)
+    return "process"
 
 
 def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -99,6 +130,7 @@ def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[
     return env
 
 
+@functools.lru_cache(maxsize=1)
 def bwrap_available() -> bool:
     exe = shutil.which("bwrap")
     if not exe:
@@ -173,8 +205,7 @@ class Zygote:
         self.dynamo = dynamo or role != "candidate"
         self.hidden = hidden  # folders replaced by an empty tmpfs inside bubblewrap
         self.flush_ahead = flush_ahead  # the CPU eviction buffer written before the first fork (zygote.py)
-        if isolation == "auto":
-            isolation = "bwrap" if role == "candidate" and bwrap_available() else "process"
+        isolation = resolve_isolation(isolation, role)
         if isolation == "bwrap" and not bwrap_available():
             raise SandboxError("bubblewrap (bwrap) was asked for but does not work here; install it or use --sandbox process")
         self.isolation = isolation

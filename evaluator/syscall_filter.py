@@ -26,6 +26,12 @@ limits (`sched_setaffinity`, `sched_setparam`, `sched_setscheduler`, `sched_seta
 `ioprio_set`) of another process answer EPERM:
 an honest kernel may try to pin its own threads, named by their thread ids, which the filter cannot tell from
 another process's; it then runs unpinned.
+Nothing outside the evaluation is reachable through a socket or an IPC object: `socket()` makes network sockets only
+(AF_INET, AF_INET6: the worker's network namespace has no interface), never a Unix socket, so the PostgreSQL or
+MariaDB socket file of the machine, reachable by path whatever the namespaces, stays shut (the channel to the driver
+is a descriptor the worker inherits); System V IPC and POSIX message queues answer EPERM (an object made in one
+evaluation would outlive it and be found by the next), io_uring ENOSYS (its operations bypass this filter). The same
+filter confines the build stage's compilers without bubblewrap (`build_jail.py`).
 Syscalls of another ABI than the process's own (x32, or i386 through `int 0x80` on x86-64) get ENOSYS: their numbers
 differ, and nothing the harness runs uses them. Inherited by every thread started afterwards and every child.
 """
@@ -53,15 +59,36 @@ _ARCHES: dict[str, dict[str, int]] = {
     "x86_64": {"arch": 0xC000003E, "clone": 56, "clone3": 435, "kill": 62, "tkill": 200, "tgkill": 234,
                "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434, "sched_setaffinity": 203,
                "sched_setparam": 142, "sched_setscheduler": 144, "sched_setattr": 314, "prlimit64": 302,
-               "setpriority": 141, "ioprio_set": 251, "fcntl": 72, "ioctl": 16},
+               "setpriority": 141, "ioprio_set": 251, "fcntl": 72, "ioctl": 16, "socket": 41, "socketpair": 53,
+               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+               "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+               "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+               "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "kill": 129, "tkill": 130, "tgkill": 131,
                 "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "sched_setaffinity": 122,
                 "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "prlimit64": 261,
-                "setpriority": 140, "ioprio_set": 30, "fcntl": 25, "ioctl": 29},
+                "setpriority": 140, "ioprio_set": 30, "fcntl": 25, "ioctl": 29, "socket": 198, "socketpair": 199,
+                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+                "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197, "semget": 190, "semctl": 191,
+                "semtimedop": 192, "semop": 193, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189,
+                "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+                "mq_getsetattr": 185},
 }
 # Syscalls whose first argument is a process (0: the caller): signals, then scheduling and limits.
 _SIGNALS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 _SCHEDULING = ("sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr", "prlimit64")
+# System V IPC and POSIX message queues: objects that outlive the process and that any process of the user (the next
+# evaluation's included) finds by key, id or name; io_uring, whose queued operations (a socket, a connect) no seccomp
+# filter sees. Nothing the harness or an honest kernel runs needs them: they answer EPERM (io_uring ENOSYS, as on a
+# kernel built without it, so that a library falls back to plain calls).
+_IPC = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget", "msgsnd", "msgrcv",
+        "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr")
+_IO_URING = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+# socket(): the network families only (in a network namespace without interfaces: nothing to reach). AF_UNIX would
+# reach every service listening on a socket file (PostgreSQL, MariaDB, Redis, the container runtime) and, outside a
+# network namespace, abstract ones; the other families (netlink, packet, vsock, ...) reach the kernel or the host.
+# socketpair(): AF_UNIX only, a connected pair that reaches nothing else.
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902  # who gets a descriptor's SIGIO (its signal)
 
@@ -96,9 +123,12 @@ class _Program:
         return out
 
 
-def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | None:
+def program(machine: str, own_pid: int, processes: bool = True,
+            reach: bool = False) -> list[tuple[int, int, int, int]] | None:
     """The filter's instructions (code, jump if true, jump if false, k) for `machine` and a process `own_pid`; None
-    where the machine is not one whose numbers are known here."""
+    where the machine is not one whose numbers are known here. `processes`: the rules on clone, signals, scheduling
+    and limits; `reach`: those on sockets, IPC and io_uring (a GPU worker installs them as a second filter once its
+    device is warm: the CUDA driver may want a Unix socket of its own while it starts)."""
     nr = _ARCHES.get(machine)
     if nr is None:
         return None
@@ -108,18 +138,26 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     p.jump(_JEQ, nr["arch"], no="nosys")
     p.load(0)
     p.jump(_JGE, _X32_BIT, yes="nosys")
-    p.jump(_JEQ, nr["clone3"], yes="nosys")
-    p.jump(_JEQ, nr["clone"], yes="clone")
-    p.jump(_JEQ, nr["tkill"], yes="deny")
-    p.jump(_JEQ, nr["kill"], yes="kill")
-    p.jump(_JEQ, nr["setpriority"], yes="who")
-    p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
-    p.jump(_JEQ, nr["fcntl"], yes="fcntl")
-    p.jump(_JEQ, nr["ioctl"], yes="ioctl")
-    for name in _SIGNALS:
-        p.jump(_JEQ, nr[name], yes="signal")
-    for name in _SCHEDULING:
-        p.jump(_JEQ, nr[name], yes="first")
+    if processes:
+        p.jump(_JEQ, nr["clone3"], yes="nosys")
+        p.jump(_JEQ, nr["clone"], yes="clone")
+        p.jump(_JEQ, nr["tkill"], yes="deny")
+        p.jump(_JEQ, nr["kill"], yes="kill")
+        p.jump(_JEQ, nr["setpriority"], yes="who")
+        p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
+        p.jump(_JEQ, nr["fcntl"], yes="fcntl")
+        p.jump(_JEQ, nr["ioctl"], yes="ioctl")
+        for name in _SIGNALS:
+            p.jump(_JEQ, nr[name], yes="signal")
+        for name in _SCHEDULING:
+            p.jump(_JEQ, nr[name], yes="first")
+    if reach:
+        p.jump(_JEQ, nr["socket"], yes="socket")
+        p.jump(_JEQ, nr["socketpair"], yes="socketpair")
+        for name in _IPC:
+            p.jump(_JEQ, nr[name], yes="deny")
+        for name in _IO_URING:
+            p.jump(_JEQ, nr[name], yes="nosys")
     p.ret(_RET_ALLOW)
     p.label("clone")
     p.load(_ARG0)
@@ -158,6 +196,13 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     p.load(_ARG1)
     p.jump(_JEQ, FIOSETOWN, yes="deny")
     p.jump(_JEQ, SIOCSPGRP, yes="deny", no="allow")
+    p.label("socket")  # socket(family, ...): AF_INET or AF_INET6
+    p.load(_ARG0)
+    p.jump(_JEQ, AF_INET, yes="allow")
+    p.jump(_JEQ, AF_INET6, yes="allow", no="deny")
+    p.label("socketpair")  # socketpair(family, ...): AF_UNIX
+    p.load(_ARG0)
+    p.jump(_JEQ, AF_UNIX, yes="allow", no="deny")
     p.label("allow")
     p.ret(_RET_ALLOW)
     p.label("deny")
@@ -169,10 +214,11 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]] | Non
     return p.assemble()
 
 
-def install() -> bool:
-    """Install the filter in this process, for its pid now (no new privileges first, as an unprivileged filter
-    requires); False where the machine's numbers are unknown or the kernel refuses."""
-    instructions = program(platform.machine(), os.getpid())
+def install(processes: bool = True, reach: bool = False) -> bool:
+    """Install the filter (`program`'s rules chosen by `processes` and `reach`) in this thread and what it starts,
+    for this process's pid now (no new privileges first, as an unprivileged filter requires); False where the
+    machine's numbers are unknown or the kernel refuses. Filters stack: a second call adds rules."""
+    instructions = program(platform.machine(), os.getpid(), processes, reach)
     if instructions is None:
         return False
     code = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)

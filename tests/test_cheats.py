@@ -10,6 +10,12 @@ Every file in tests/cheats is a candidate with a comment header (one space after
     # canary-file: {repo}/x.txt       optional, repeatable: a file the candidate tries to create; it must not exist
     # canary-port: 47821 47822        optional: ports it tries to reach on 127.0.0.1; the test listens, nothing may connect
     # canary-process: marker          optional: argv[0] of processes it spawns; none may outlive the evaluation
+    # canary-socket: {repo}/x.sock    optional, repeatable: a Unix socket (@name: abstract) the test listens on; nothing
+                                      may connect
+    # canary-shm: 0x0f0c4e01 0x...02  optional: System V keys; the test makes a segment with the first, and none with
+                                      the second (nor a message queue or semaphore set) may exist afterwards
+    # canary-secret: {home}/.ssh/x    optional, repeatable: a file the test writes with a fresh secret (in quotes)
+                                      before the evaluation and removes after; the secret must not reach the result
     # slow: true                      optional: marks the test slow (it waits for a timeout or builds CUDA code)
     # reason: words                   optional, repeatable: words the verdict's reason must hold, where several
                                       defences would refuse it and the case exists for one of them
@@ -23,6 +29,7 @@ never appear in the result.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import math
 import os
@@ -52,14 +59,18 @@ BASE_CONFIG = {"run_timeout_s": 20, "compile_timeout_s": 60, "max_timing_s": 0.5
 HEADER_KEYS = {
     "task", "expect", "expect-without-gpu", "why", "gpu", "config",
     "canary-file", "canary-port", "canary-process", "max-abs-error", "slow",
+    "canary-socket", "canary-shm", "canary-secret",
     "reason",  # words the verdict's reason must hold: which defence refused it, where several would
 }
 # Fresh per run, so a value found in a result cannot come from an old log.
+STORE_PASSWORD = "store-canary-" + secrets.token_hex(12)
 SECRET_CANARIES = {
     "OPENAI_API_KEY": "sk-opforge-canary-" + secrets.token_hex(12),
     "OPFORGE_LLM_API_KEY": "opforge-llm-canary-" + secrets.token_hex(12),
     "AWS_SECRET_ACCESS_KEY": "aws-opforge-canary-" + secrets.token_hex(12),
     "AWS_ACCESS_KEY_ID": "AKIAOPFORGECANARY" + secrets.token_hex(4).upper(),
+    # the store's credentials: a worker's database URL, its password a canary
+    "OPFORGE_DB": f"postgresql://opforge:{STORE_PASSWORD}@127.0.0.1:5432/opforge",
 }
 
 
@@ -178,6 +189,62 @@ class _PortListener:
         self._sock.close()
 
 
+class _UnixListener(_PortListener):
+    """Listens on a Unix socket (a path, or @name for an abstract one) and records every connection that gets through."""
+
+    def __init__(self, where: str):  # noqa: super().__init__ binds a TCP port: not called
+        self.port = where  # type: ignore[assignment]
+        self.hits = []
+        self.path = None if where.startswith("@") else Path(where)
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind("\0" + where[1:] if self.path is None else str(self.path))
+        if self.path is not None:
+            os.chmod(self.path, 0o777)
+        self._sock.listen(16)
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        super().close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+class _SysV:
+    """System V IPC objects by key, through the C library (the test's own, outside any sandbox)."""
+    IPC_CREAT, IPC_RMID = 0o1000, 0
+
+    def __init__(self):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.shmat.restype = ctypes.c_void_p
+        self.ctypes = ctypes
+
+    def make_segment(self, key: int, text: bytes) -> int:
+        shm_id = self.libc.shmget(key, 4096, self.IPC_CREAT | 0o666)
+        assert shm_id >= 0, "the test could not make its System V segment"
+        address = self.libc.shmat(shm_id, None, 0)
+        self.ctypes.memmove(address, text, len(text))
+        self.libc.shmdt(self.ctypes.c_void_p(address))
+        return shm_id
+
+    def remove(self, key: int) -> list[str]:
+        """Removes every object with `key`; names those that existed."""
+        found = []
+        for kind, get, ctl, args in (("segment", self.libc.shmget, self.libc.shmctl, (0, 0)),
+                                     ("message queue", self.libc.msgget, self.libc.msgctl, (0,)),
+                                     ("semaphore set", self.libc.semget, self.libc.semctl, (0, 0))):
+            ipc_id = get(key, *args)
+            if ipc_id >= 0:
+                found.append(f"a System V {kind} with key {key:#x}")
+                ctl(ipc_id, *((0,) if kind == "semaphore set" else ()), self.IPC_RMID, None)
+        return found
+
+
 class Canaries:
     """Arms the header's canaries before an evaluation; `damage()` lists what got through, and cleans it up."""
 
@@ -186,6 +253,11 @@ class Canaries:
         self.ports = [int(p) for line in header.fields.get("canary-port", []) for p in line.split()]
         self.markers = header.fields.get("canary-process", [])
         self.listeners: list[_PortListener] = []
+        self.sockets = [str(_expand(t)) if not t.startswith("@") else t for t in header.fields.get("canary-socket", [])]
+        self.shm_keys = [int(k, 0) for line in header.fields.get("canary-shm", []) for k in line.split()]
+        self.secret_files = [_expand(t) for t in header.fields.get("canary-secret", [])]
+        self.secret = "opforge-secret-canary-" + secrets.token_hex(12)
+        self._made_dirs: list[Path] = []
 
     def __enter__(self) -> "Canaries":
         for path in self.files:
@@ -199,6 +271,19 @@ class Canaries:
                 pass  # port taken: the candidate tries the others
         if self.ports and not self.listeners:
             pytest.skip(f"none of the canary ports {self.ports} could be bound")
+        for where in self.sockets:
+            self.listeners.append(_UnixListener(where))
+        if self.shm_keys:
+            sysv = _SysV()
+            for key in self.shm_keys:
+                sysv.remove(key)
+            sysv.make_segment(self.shm_keys[0], b"opforge-canary\0")
+        for path in self.secret_files:
+            missing = [p for p in reversed(path.parents) if not p.exists()]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs += reversed(missing)
+            path.write_text(f'"{self.secret}"\n')
+            path.chmod(0o600)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -208,10 +293,21 @@ class Canaries:
             path.unlink(missing_ok=True)
         for marker in self.markers:
             _kill(_processes_with_argv0(marker))
+        for key in self.shm_keys:
+            _SysV().remove(key)
+        for path in self.secret_files:
+            path.unlink(missing_ok=True)
+        for folder in self._made_dirs:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
-    def damage(self) -> list[str]:
+    def damage(self, result=None) -> list[str]:
         found = [f"created {path}" for path in self.files if path.exists()]
-        found += [f"connected to 127.0.0.1:{l.port} ({l.hits[0]!r})" for l in self.listeners if l.hits]
+        if self.secret_files and result is not None and self.secret in json.dumps(result.to_json()):
+            found.append("a secret file's content reached the result")
+        found += [f"connected to {l.port} ({l.hits[0]!r})" for l in self.listeners if l.hits]
+        if self.shm_keys:
+            found += [f"left {what} behind" for what in _SysV().remove(self.shm_keys[-1])]
         deadline = time.monotonic() + 3.0  # grace period for the sandbox's teardown
         for marker in self.markers:
             while (pids := _processes_with_argv0(marker)) and time.monotonic() < deadline:
@@ -251,6 +347,7 @@ def _assert_no_secret(result, label: str) -> None:
     dumped = json.dumps(result.to_json())
     for name, value in SECRET_CANARIES.items():
         assert value not in dumped, f"{label}: the value of {name} leaked into the result"
+    assert STORE_PASSWORD not in dumped, f"{label}: the store's password leaked into the result"
 
 
 def _describe(result) -> str:
@@ -282,7 +379,7 @@ def test_cheat_is_refused(header: Header, monkeypatch: pytest.MonkeyPatch):
     label = header.path.name
     with Canaries(header) as canaries:
         result = _evaluate(header, "cuda" if header.gpu else "cpu", monkeypatch)
-        damage = canaries.damage()
+        damage = canaries.damage(result)
     assert not damage, f"{label}: the candidate did damage: {'; '.join(damage)} (verdict {_describe(result)})"
     expected = header.statuses() if header.gpu or HAS_CUDA else (
         header.statuses("expect-without-gpu") or header.statuses())
@@ -329,6 +426,36 @@ def test_files_are_closed_without_bubblewrap_too(header: Header, monkeypatch: py
         result = evaluate(load_task(TASKS_DIR / f"{header.task}.py"), load_candidate(header.path), cfg)
         damage = canaries.damage()
     assert not damage, f"the candidate wrote outside its directory: {'; '.join(damage)} (verdict {_describe(result)})"
+
+
+ESCAPE_CHEATS = [h for h in CHEATS
+                 if {"canary-socket", "canary-shm", "canary-secret"} & set(getattr(h, "values", (h,))[0].fields)]
+
+
+@pytest.mark.parametrize("sandbox", ["process", "bwrap"])
+@pytest.mark.parametrize("header", ESCAPE_CHEATS, ids=lambda h: h.path.stem)
+def test_escape_is_closed_under_each_sandbox(header: Header, sandbox: str, monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path):
+    """Nothing outside the evaluation (a local service's socket, another process's IPC object, a secret file, another
+    build's cache entry) is reachable from candidate code or from its build, with bubblewrap and without it: the
+    process sandbox is what a machine without bwrap gets. A fresh native build cache, so that no build made before
+    (by an older, weaker build stage) answers for this one."""
+    import dataclasses
+
+    from evaluator.sandbox import bwrap_available
+    if sandbox == "bwrap" and not bwrap_available():
+        pytest.skip("bubblewrap is not installed or cannot make namespaces here (CI installs it)")
+    for name, value in SECRET_CANARIES.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OPFORGE_NATIVE_BUILD_CACHE", str(tmp_path / "native-builds"))
+    with Canaries(header) as canaries:
+        cfg = dataclasses.replace(header.config("cpu"), sandbox=sandbox)
+        result = evaluate(load_task(TASKS_DIR / f"{header.task}.py"), load_candidate(header.path), cfg)
+        damage = canaries.damage(result)
+    assert not damage, f"{header.path.name} under {sandbox}: {'; '.join(damage)} (verdict {_describe(result)})"
+    assert result.status in header.statuses(), (
+        f"{header.path.name} under {sandbox} ({header.one('why')}): expected {'|'.join(sorted(header.statuses()))}, "
+        f"got {_describe(result)}")
 
 
 @pytest.mark.parametrize("header", HONEST, ids=lambda h: h.path.stem)

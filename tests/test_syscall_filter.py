@@ -84,3 +84,41 @@ def test_no_program_for_an_unknown_machine():
     assert program("pdp11", 1) is None
     code = program("x86_64", 4321) or []
     assert (0x15, 0, 0, 4321) in [(c, 0, 0, k) for c, _, _, k in code]  # its own pid is in the filter
+
+
+REACH = """
+import ctypes, errno, os, socket
+from evaluator.syscall_filter import install
+assert install(processes=False, reach=True)
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raise SystemExit("a Unix socket was made")
+except PermissionError:
+    pass
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)
+    raise SystemExit("a netlink socket was made")
+except PermissionError:
+    pass
+socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
+a, b = socket.socketpair()  # the pair reaches nothing: allowed
+a.sendall(b"x"); assert b.recv(1) == b"x"
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.shmget(0x0f0c4e21, 4096, 0o1666) == -1 and ctypes.get_errno() == errno.EPERM
+assert libc.semget(0x0f0c4e21, 1, 0o1666) == -1 and ctypes.get_errno() == errno.EPERM
+assert libc.msgget(0x0f0c4e21, 0o1666) == -1 and ctypes.get_errno() == errno.EPERM
+assert libc.syscall(425, 4, 0) == -1 and ctypes.get_errno() == errno.ENOSYS  # io_uring_setup
+import torch
+assert torch.ones(1 << 20).sum().item() == 1 << 20
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.skipif(program(platform.machine(), 1) is None, reason="no syscall numbers for this machine")
+def test_sockets_and_ipc_reach_nothing_outside():
+    """socket() makes network sockets only (a Unix socket would reach PostgreSQL's or MariaDB's socket file); System V
+    IPC and message queues answer EPERM, io_uring ENOSYS; a socketpair and PyTorch still work."""
+    proc = subprocess.run([sys.executable, "-c", REACH], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stdout + proc.stderr

@@ -183,7 +183,7 @@ def test_a_task_submitted_through_the_page_runs_to_the_end(tmp_path: Path) -> No
     server_log, worker_log = tmp_path / "serve.log", tmp_path / "worker.log"
     server = subprocess.Popen([*OPFORGE, "serve", "--db", url, "--port", str(port)], cwd=tmp_path, env=env,
                               stdout=subprocess.DEVNULL, stderr=server_log.open("w"))
-    worker = subprocess.Popen([*OPFORGE, "worker", "--db", url, "--runner", "local", "--workers", "2", "--max-jobs",
+    worker = subprocess.Popen([*OPFORGE, "worker", "--no-require-sandbox", "--db", url, "--runner", "local", "--workers", "2", "--max-jobs",
                                "1", "--poll-s", "0.5", "--heartbeat-s", "0.5", "--lease-s", "30"],
                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=worker_log.open("w"))
     browser = None

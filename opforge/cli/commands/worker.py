@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 from types import FrameType
 
 from evaluator.pool import Runner
+from evaluator.process_tree import set_undumpable
+from evaluator.sandbox import REQUIRE_ENV, WITHOUT_BWRAP, bwrap_available
 from opforge.cli.flags import DB_HELP, open_store
+from store.engine import ENV_VAR as STORE_ENV
 from opforge.errors import UsageError
 from opforge.cli.commands.optimize import make_runner
 from opforge.run.job_worker import (DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_POLL_S, Worker,
@@ -43,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a job whose workers died this many times is marked failed instead of taken over again "
                         f"(default {DEFAULT_MAX_ATTEMPTS})")
     p.add_argument("--worker-id", metavar="NAME", help="this worker's name in the store (default HOST:PID)")
+    p.add_argument("--require-sandbox", action=argparse.BooleanOptionalAction, default=True,
+                   help="refuse to evaluate where bubblewrap cannot run (default): candidates from a shared queue "
+                        "then never run in the weaker process sandbox; --no-require-sandbox allows it. Sets "
+                        f"${REQUIRE_ENV} for this process and the Ray workers it starts (set it on a remote cluster's "
+                        "machines yourself)")
     p.add_argument("--llm-base-url", metavar="URL",
                    help="the OpenAI-compatible endpoint for LLM jobs, instead of the one each run was submitted with "
                         "(the key comes from $OPFORGE_LLM_API_KEY or $OPENAI_API_KEY on this machine)")
@@ -63,7 +72,16 @@ def run(args: argparse.Namespace) -> int:
                                   drain=args.drain, max_attempts=args.max_attempts, llm_base_url=args.llm_base_url)
     except ValueError as exc:
         raise UsageError(f"{str(exc)[0].upper()}{str(exc)[1:]}: give a --heartbeat-s below --lease-s.") from None
+    if args.require_sandbox:
+        if not bwrap_available():
+            raise UsageError(f"{WITHOUT_BWRAP[0].upper()}{WITHOUT_BWRAP[1:]}; `opforge worker` requires it: install "
+                             "it, or pass --no-require-sandbox to accept the process sandbox.")
+        os.environ[REQUIRE_ENV] = "1"  # before Ray starts: its workers inherit it
+    # The store's credentials stay out of candidates' reach: this process's /proc entries (its environment) unreadable
+    # to other processes of the user, and $OPFORGE_DB not inherited by Ray's processes, which are not.
+    set_undumpable()
     store = open_store(args.db)
+    os.environ.pop(STORE_ENV, None)
     runner: Runner | None = None
     previous = signal.getsignal(signal.SIGTERM)
     try:
