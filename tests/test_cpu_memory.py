@@ -83,3 +83,50 @@ def test_an_extra_buffer_per_call_reads_within_ten_percent_of_its_size(native_ca
         extra.peak_memory_bytes, honest.peak_memory_bytes)
     # The reference (torch.relu: its output) is measured alike on both evaluations.
     assert abs(honest.reference_peak_memory_bytes - output_bytes) <= 0.1 * output_bytes + 2**20
+
+
+CHEAT_RELU = '''
+import torch
+import torch.nn as nn
+from evaluator.native import load_c
+
+SOURCE = r"""
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+void relu(const float* x, float* out, int64_t n) {
+    /* a scratch buffer of its own pages, given back before the call returns, then the process's mark reset to what
+       it holds now: without the sandbox the mark would read the call's output alone */
+    char* scratch = (char*)mmap(0, SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (scratch != MAP_FAILED) memset(scratch, 1, SCRATCH_BYTES);
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0 ? x[i] : 0;
+    if (scratch != MAP_FAILED) munmap(scratch, SCRATCH_BYTES);
+    int fd = open("/proc/self/clear_refs", O_WRONLY);
+    if (fd >= 0) { if (write(fd, "5", 1) < 0) {} close(fd); }
+}
+"""
+lib = load_c("relu_reset_peak", SOURCE, functions=["relu"], flags=["-O2"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        lib.relu(x.contiguous(), out, x.numel())
+        return out
+'''
+
+
+def test_a_kernel_that_resets_its_own_peak_still_reads_its_buffer(native_cache):
+    """Native code that writes "5" to its own /proc/self/clear_refs after unmapping its scratch (the reset the driver
+    uses, which would lower the mark to what the process holds after the call) is denied it by the sandbox."""
+    if os.geteuid() != 0:
+        pytest.skip("a worker is undumpable: only root's driver can reset its peak resident set")
+    source = CHEAT_RELU.replace("SCRATCH_BYTES", str(EXTRA_BYTES))
+    result = evaluate(load_task(TESTS / "tasks" / "relu_sized.py"), Candidate.from_source(source), CONFIG)
+    if result.status == Status.OK:
+        assert result.peak_memory_bytes is not None and result.peak_memory_bytes >= 0.9 * EXTRA_BYTES, (
+            result.peak_memory_bytes)
+    else:
+        assert result.status in (Status.REJECTED, Status.RUNTIME_ERROR), result.reason
