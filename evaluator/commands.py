@@ -2,7 +2,7 @@
 socket and `parse(header)` on the worker's side, which refuses an unknown command or field by name.
 
 The driver sends them (`evaluate.py`, `trials.py`, `measure.py`, `energy.py`, `degenerate_probes.py`,
-`gpu_memory.py`, `build_stage.py`) and the worker (`worker.py`) dispatches on `NAME` to its `cmd_<NAME>` method. The
+`gpu_memory.py`, `cpu_memory.py`, `build_stage.py`) and the worker (`worker.py`) dispatches on `NAME` to its `cmd_<NAME>` method. The
 replies stay plain headers: the driver reads what an untrusted process sends field by field and judges it.
 """
 
@@ -111,6 +111,17 @@ class Loop(_Wire):
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryCalls(_Wire):
+    """A warm-up call, then `calls` calls on one set of inputs, each announced (`armed`) and made on the driver's
+    `Go`, whose process's peak resident set the driver reads around each (`cpu_memory.py`)."""
+
+    NAME: ClassVar[str] = "memory"
+    variant: int
+    seed: int
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
 class Clock(_Wire):
     """The worker's timer clock, read now (`clock_checks.CandidateClock` asks around each of the reference's blocks)."""
 
@@ -159,9 +170,9 @@ class Built(_Wire):
     cached: bool = False
 
 
-Command = Union[Load, Run, Time, NextCall, Go, Loop, Clock, Check, Batch, Profile, Exit, Built]
-_BY_NAME: Mapping[str, type[Any]] = {c.NAME: c for c in (Load, Run, Time, NextCall, Go, Loop, Clock, Check, Batch,
-                                                         Profile, Exit, Built)}
+Command = Union[Load, Run, Time, NextCall, Go, Loop, MemoryCalls, Clock, Check, Batch, Profile, Exit, Built]
+_BY_NAME: Mapping[str, type[Any]] = {c.NAME: c for c in (Load, Run, Time, NextCall, Go, Loop, MemoryCalls, Clock,
+                                                         Check, Batch, Profile, Exit, Built)}
 _ENVELOPE = ("cmd", "nonce")  # the channel's own fields (wire.py)
 
 

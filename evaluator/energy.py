@@ -1,4 +1,5 @@
-"""Energy per call from NVML's cumulative energy counter, metered over a loop of its own.
+"""Energy per call from NVML's cumulative energy counter (a CPU: RAPL's, `cpu_energy.py`), metered over a loop of its
+own.
 
 NVML's counter (millijoules) updates every 20-100 ms, so a figure read around one timed call, or a timing block that
 also draws inputs and flushes L2, is mostly idle power and harness work. Instead each side runs a separate loop of
@@ -150,7 +151,12 @@ _meters: dict[str, EnergyMeter] = {}
 
 
 def _meter(kind: str) -> EnergyMeter:
-    """One meter per device kind in this process (NVML opened once; the idle figure shared for a minute)."""
+    """One meter per device kind in this process (NVML opened once; the idle figure shared for a minute); on a CPU,
+    RAPL's counters where the machine exposes them (`cpu_energy.py`)."""
     if kind not in _meters:
-        _meters[kind] = EnergyMeter.for_device(kind)
+        if kind == "cpu":
+            from evaluator.cpu_energy import RaplMeter
+            _meters[kind] = RaplMeter()
+        else:
+            _meters[kind] = EnergyMeter.for_device(kind)
     return _meters[kind]

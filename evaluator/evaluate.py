@@ -32,6 +32,7 @@ from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_s
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
+from evaluator.cpu_memory import CallPeaks, peaks_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
 from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindow
 from evaluator.measure import OutputReads, fresh_seed, measure, time_alone
@@ -180,10 +181,14 @@ class LocalEvaluator:
             return EvalResult(Status.INCORRECT, checked.failure, max_abs_error=checked.max_abs_error,
                               max_rel_error=checked.max_rel_error, device=dev, backend=backend, trials=checked.trials)
         unconfirmed = None
+        peaks: CallPeaks | None = None
         for _ in range(MEASUREMENTS_BEFORE_REFUSING):
             timed = self._time(ref, cand, cfg, kind, checked, loaded.threads)
             if timed_over is not None and kind == "cpu":
                 timed_over()
+            if peaks is None and kind == "cpu":
+                with self._beside(kind, "measuring peak memory"):
+                    peaks = self._cpu_peaks(ref, cand, cfg, loaded)
             with self._beside(kind, "rechecking timed calls"):
                 # The candidate's checks after timing (the whole dispatch table, ~50 ms) run while the reference
                 # recomputes the kept calls; a refusal there still comes before a wrong recheck's verdict. Unless
@@ -217,11 +222,13 @@ class LocalEvaluator:
         reason += f"; {m.contention.note()}" if m.contention is not None and m.contention.contended else ""
         reason += f"; no Nsight Compute metrics: {profiled.ncu_problem}" if profiled.ncu_problem else ""
         reason += f"; {profiled.perf_note}" if profiled.perf_note else ""
+        reason += f"; no peak memory: {peaks.problem}" if peaks is not None and peaks.problem else ""
+        peak_bytes, ref_peak_bytes = ((peaks.candidate_bytes, peaks.reference_bytes) if peaks is not None else
+                                      (checked.peak_memory_bytes, checked.reference_peak_memory_bytes))
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=checked.max_abs_error, max_rel_error=checked.max_rel_error,
-                          peak_memory_bytes=checked.peak_memory_bytes,
-                          reference_peak_memory_bytes=checked.reference_peak_memory_bytes,
+                          peak_memory_bytes=peak_bytes, reference_peak_memory_bytes=ref_peak_bytes,
                           energy_j=cand_energy.energy_j if cand_energy else None,
                           reference_energy_j=ref_energy.energy_j if ref_energy else None,
                           power_w=cand_energy.power_w if cand_energy else None,
@@ -294,6 +301,13 @@ class LocalEvaluator:
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)
         return Timed(m, cand_energy, ref_energy)
+
+    @staticmethod
+    def _cpu_peaks(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, loaded: Loaded) -> CallPeaks:
+        """Both sides' steady peak memory, read by the driver from each worker's process (`cpu_memory.py`)."""
+        cand_pid = loaded.threads.process.pid if loaded.threads is not None else None
+        return peaks_of_both(ref, cand, WorkerCpu(ref.zygote.host_pid, ref.handle.pid).pid, cand_pid,
+                             cfg.run_timeout_s)
 
     def _profile(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, cand: WorkerConnection,
                  load: Load, backend: str | None) -> Profiled:

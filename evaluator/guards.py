@@ -28,7 +28,7 @@ _WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing
                     "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
                     "evaluator.wire", "evaluator.worker", "evaluator.commands", "evaluator.candidate_import",
                     "evaluator.call_checks", "evaluator.dispatch_table", "evaluator.timed_calls",
-                    "evaluator.kernel_stores", "triton.runtime.interpreter",
+                    "evaluator.memory_calls", "evaluator.kernel_stores", "triton.runtime.interpreter",
                     "triton.runtime.autotuner", "evaluator.observer", "evaluator.op_trace", "evaluator.call_watch",
                     "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
                     "evaluator.native", "evaluator.native_spec", "evaluator.fast_draws",

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import call_watch, harness_library, interpreter_gaps, timed_calls, timing, torch_profile
+from evaluator import call_watch, harness_library, interpreter_gaps, memory_calls, timed_calls, timing, torch_profile
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
-from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, Profile, Run, Time, parse
+from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
 from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
@@ -216,6 +216,9 @@ class Worker:
         problem = self._refuse_reason() if self.enforce else None
         self.send({"status": "rejected", "reason": f"during the energy loop: {problem}"} if problem else
                   {"status": "looped", "calls": calls})
+
+    def cmd_memory(self, cmd: MemoryCalls) -> None:
+        memory_calls.memory_calls(self, cmd)
 
     def cmd_clock(self, cmd: Clock) -> None:
         """The timer's clock as it reads now, in ms (the same captured function its marks call)."""

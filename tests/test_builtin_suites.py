@@ -39,7 +39,7 @@ OPS_NAMES = {
     # softmax family
     "log_softmax", "softmax_temperature",
     # normalisation
-    "batchnorm_inference", "group_norm",
+    "batchnorm_inference", "group_norm", "gelu_bn_pool",
     # matmuls with epilogues, batched matmul, attention
     "matmul_gelu", "matmul_residual", "linear_relu", "bmm", "causal_attention",
     # convolution and pooling

@@ -78,7 +78,7 @@ def test_run_report_writes_page_csv_and_json(tmp_path: Path, capsys) -> None:  #
 
     assert rc == 0 and stdout.strip().splitlines()[-1] == str(out / "index.html")
     html = (out / "index.html").read_text(encoding="utf-8")
-    assert html.count("<svg") == 3  # progress, distribution, speed vs energy
+    assert html.count("<svg") == 4  # progress, distribution, speed vs energy, speed vs memory
     assert "relu&lt;script&gt;" in html and "BLOCK_SIZE 0 &lt;script&gt;" in html
     _self_contained(html)
     assert "NVIDIA H100 80GB HBM3" in html and f"opforge report {run_id} --db" in html

@@ -39,8 +39,10 @@ LEADERBOARD_COLUMNS = ("suite", "agent", "device", "backend", "bench_id", "attem
                        *(f"fast_{p:g}" for p in FAST_P), "geomean_speedup", "mean_roofline_fraction",
                        "mean_energy_ratio", "mean_memory_ratio",
                        "usd", "tokens", "worker_s", "usd_per_correct", "tokens_per_correct", "worker_minutes_per_correct")
-NO_ENERGY = ("Energy was not measured on {devices}: opforge meters energy from GPU power telemetry, so there is no "
-             "speed vs energy chart here.")
+NO_ENERGY = ("Energy was not measured on {devices}: opforge meters energy from GPU power telemetry (NVML) and, on a "
+             "CPU, from RAPL's counters under /sys/class/powercap, which these evaluations did not have, so there is "
+             "no speed vs energy chart here.")
+NO_MEMORY = "Peak memory was not measured on {devices}, so there is no speed vs memory chart here."
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +121,7 @@ def candidate_rows(history: Sequence[ScoredCandidate]) -> list[dict[str, Any]]:
 
 
 def _front_2d(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """(energy, speedup) pairs that no other pair beats on both (less energy, more speed)."""
+    """(cost, speedup) pairs that no other pair beats on both (less energy or memory, more speed)."""
     front: list[tuple[float, float]] = []
     for e, s in sorted(points, key=lambda p: (p[0], -p[1])):
         if not front or s > front[-1][1]:
@@ -136,7 +138,7 @@ def _run_plots(rows: list[dict[str, Any]], devices: list[str]) -> dict[str, Any]
         "progress": svg_plots.progress_chart(progress, title="search progress: best speedup so far"),
         "distribution": svg_plots.histogram({"correct candidates": [r["speedup"] for r in correct]},
                                             title="speedup of correct candidates"),
-        "pareto": None, "pareto_note": None}
+        "pareto": None, "pareto_note": None, **_memory_plot(correct, devices)}
     measured = [r for r in correct if r["energy_j"] is not None]
     if not correct:
         plots["pareto_note"] = "No correct candidate yet, so there is nothing to place on a speed vs energy chart."
@@ -150,7 +152,29 @@ def _run_plots(rows: list[dict[str, Any]], devices: list[str]) -> dict[str, Any]
                                     for (e, s), r in zip(mj, measured)]},
             title="speed vs energy", x_label="energy per call (mJ)", y_label="speedup", log_x=log_x,
             front=_front_2d(mj))
-    return {k: Markup(v) if isinstance(v, str) and k != "pareto_note" else v for k, v in plots.items()}
+    return {k: Markup(v) if isinstance(v, str) and not k.endswith("_note") else v for k, v in plots.items()}
+
+
+def _memory_plot(correct: list[dict[str, Any]], devices: list[str]) -> dict[str, Any]:
+    """Speed vs peak memory of the correct candidates, the front ringed; the reference's peak as a note."""
+    measured = [r for r in correct if r["peak_memory_bytes"] is not None]
+    if not correct:
+        return {"memory": None, "memory_note": "No correct candidate yet, so there is nothing to place on a speed vs "
+                                               "memory chart."}
+    if not measured:
+        return {"memory": None, "memory_note": NO_MEMORY.format(devices=", ".join(devices))}
+    mib = [(r["peak_memory_bytes"] / 2**20, r["speedup"]) for r in measured]
+    positive = [m for m, _ in mib if m > 0]
+    refs = sorted(r["reference_peak_memory_bytes"] for r in measured if r["reference_peak_memory_bytes"] is not None)
+    svg = svg_plots.scatter(
+        {"correct candidates": [svg_plots.Point(m, s, f"#{r['candidate_id']} {format_speedup(s)}, {m:.4g} MiB")
+                                for (m, s), r in zip(mib, measured)]},
+        title="speed vs peak memory", x_label="peak memory of a call (MiB)", y_label="speedup",
+        log_x=bool(positive) and len(positive) == len(mib) and max(positive) > 10 * min(positive),
+        front=_front_2d(mib))
+    note = (f"The reference (PyTorch) took {refs[len(refs) // 2] / 2**20:.4g} MiB a call (median of its "
+            f"{len(refs)} measurements)." if refs else None)
+    return {"memory": svg, "memory_note": note}
 
 
 def _kernels(store: Store, report: Any, devices: list[str]) -> dict[str, Any]:

@@ -147,7 +147,10 @@ class RunReport:
         lines += ["", "pareto front (speedup up; energy, peak memory down)"]
         lines += [f"  #{m.candidate_id:<6} {format_speedup(m.speedup):>8}  energy "
                   f"{'-' if m.energy_j is None else f'{m.energy_j * 1e3:.3f} mJ'}  memory "
-                  f"{'-' if m.peak_memory_bytes is None else format_bytes(m.peak_memory_bytes)}" for m in self.pareto]
+                  f"{'-' if m.peak_memory_bytes is None else format_bytes(m.peak_memory_bytes)}"
+                  f"{_reference_memory(m)}" for m in self.pareto]
+        if self.pareto and all(m.energy_j is None for m in self.pareto):
+            lines.append(f"  energy not measured: {_no_energy(self.pareto)}")
         lines += ["", f"lineage of the best (#{self.winner.candidate_id if self.winner else '?'})"]
         parent_id: int | None = None
         for m in self.lineage:
@@ -240,3 +243,17 @@ def _drew_on_archive(members: list[Member], offered: Mapping[str, Any]) -> list[
             out.append((m, "written with " + ", ".join(f"#{u['candidate_id']} ({u['task']})" for u in used)
                         + " from the archive in view"))
     return out
+
+
+def _reference_memory(m: Member) -> str:
+    ref = m.result.reference_peak_memory_bytes if m.result is not None else None
+    return "" if ref is None else f" (reference {format_bytes(ref)})"
+
+
+def _no_energy(front: Sequence[Member]) -> str:
+    """Why no energy figure, once: on a CPU, what this machine's RAPL lacks; on a GPU, NVML."""
+    kinds = {m.result.device.kind for m in front if m.result is not None and m.result.device is not None}
+    if kinds <= {"cpu"}:
+        from evaluator.cpu_energy import absence
+        return absence() or "RAPL's counters were not readable when these kernels were evaluated"
+    return "the GPU's energy counter (NVML) could not be read"

@@ -165,7 +165,8 @@ def pareto_plot(front: Sequence[Member], best: Sequence[Member]) -> dict[str, st
                                 x_label=label, y_label="speedup", front=line)
         return {"pareto": svg, "pareto_note": None}
     return {"pareto": None, "pareto_note": "Neither energy nor peak memory was measured on this device (energy comes "
-                                           "from GPU power telemetry): the front is the fastest kernel alone."}
+                                           "from GPU power telemetry or a CPU's RAPL counters): the front is the "
+                                           "fastest kernel alone."}
 
 
 def result_facts(result: EvalResult | None) -> list[tuple[str, str]]:
@@ -180,6 +181,8 @@ def result_facts(result: EvalResult | None) -> list[tuple[str, str]]:
         facts.append(("max abs error", f"{result.max_abs_error:.3g}"))
     if result.peak_memory_bytes is not None:
         facts.append(("peak memory", format_bytes(result.peak_memory_bytes)))
+    if result.reference_peak_memory_bytes is not None:
+        facts.append(("reference peak memory", format_bytes(result.reference_peak_memory_bytes)))
     if result.energy_j is not None:
         facts.append(("energy per call", f"{result.energy_j * 1e3:.4g} mJ"))
     facts.append(("device", result.device.label))

@@ -1,0 +1,114 @@
+"""Peak memory of a CPU call, read by the driver from the kernel's accounting of the worker process.
+
+The figure is what a steady call takes beyond what its process held before it: the driver resets the worker's peak
+resident set (`/proc/<pid>/clear_refs`, "5": the kernel's high-water mark set to the current RSS), reads the mark,
+tells the worker to make the call, and reads the mark again once the call is answered; the growth is the call's. The
+GPU's figure is PyTorch's allocator statistics read in the worker (`gpu_memory.steady_peak`); on a CPU native code in
+the candidate's process could rewrite any such count, while the kernel's mark of the process cannot be lowered from
+inside it by anything but the same reset, which the sandbox's Landlock rules deny the candidate (no file under /proc
+is writable there).
+
+The rule is the GPU's: a warm-up call first, not measured, then the largest growth of `CALLS` calls. The worker gives
+its C heap's free pages back before each (`memory_calls.py`), so a buffer a call allocates again is fresh pages that
+count. The kernel's RSS counters are per-CPU and approximate to a few hundred KiB, so the figure is accurate to about
+that (one test: an extra 32 MiB buffer per call reads within 10% of it).
+
+Runs as a phase of its own after timing (the worker's heap, which timing keeps warm, is trimmed here), in both workers;
+None where the worker cannot be found or its mark cannot be reset (a driver that is not root and a worker that is
+undumpable: its /proc files are root's), with the reason once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator.commands import Go, MemoryCalls
+from evaluator.connection import Refused, WorkerConnection
+from evaluator.measure import fresh_seed
+from evaluator.result import Status
+
+CALLS = 3
+RESET_PEAK = b"5"
+
+
+@dataclass(frozen=True, slots=True)
+class CallPeaks:
+    candidate_bytes: int | None
+    reference_bytes: int | None
+    problem: str | None = None  # why a side is None
+
+
+class ProcessPeak:
+    """A process's resident set and its high-water mark, from the driver (`proc`: the procfs root, for tests)."""
+
+    def __init__(self, pid: int, proc: Path = Path("/proc")) -> None:
+        self.pid, self._dir = pid, proc / str(pid)
+        self.clear_refs = self._dir / "clear_refs"
+
+    def reset(self) -> int:
+        """Reset the mark to the current resident set; the mark after (bytes). OSError where it cannot."""
+        with open(self.clear_refs, "wb", buffering=0) as f:
+            f.write(RESET_PEAK)
+        return self.high_water_bytes()
+
+    def high_water_bytes(self) -> int:
+        return self._status_kib("VmHWM") * 1024
+
+    def resident_bytes(self) -> int:
+        return self._status_kib("VmRSS") * 1024
+
+    def _status_kib(self, field: str) -> int:
+        with open(self._dir / "status", "rb") as f:
+            for line in f:
+                if line.startswith(field.encode() + b":"):
+                    return int(line.split()[1])
+        raise OSError(f"no {field} in {self._dir / 'status'}")
+
+
+def peak_of_calls(conn: WorkerConnection, peak: ProcessPeak, timeout_s: float, calls: int = CALLS) -> int | None:
+    """The largest growth of the worker's peak resident set over `calls` steady calls (bytes); None where the mark
+    could not be read around every call (the process gone: its connection then fails too)."""
+    conn.send(MemoryCalls(variant=0, seed=fresh_seed(), calls=calls))
+    growths: list[int] = []
+    for _ in range(calls):
+        armed, _ = conn.recv(timeout_s, "preparing a memory-measured call")
+        if armed.get("status") != "armed":
+            raise Refused(Status.REJECTED, f"the worker answered {str(armed.get('status'))[:40]!r} where it was to "
+                                           "say that a memory-measured call was ready")
+        try:
+            before: int | None = peak.reset()
+        except OSError:
+            before = None
+        conn.send(Go())
+        conn.recv(timeout_s, "a memory-measured call")
+        try:
+            if before is not None:
+                growths.append(max(peak.high_water_bytes() - before, 0))
+        except OSError:
+            pass
+    conn.recv(timeout_s, "the checks after the memory-measured calls")
+    return max(growths) if len(growths) == calls else None
+
+
+def peaks_of_both(reference: WorkerConnection, candidate: WorkerConnection, reference_pid: int | None,
+                  candidate_pid: int | None, timeout_s: float, proc: Path = Path("/proc")) -> CallPeaks:
+    """Both sides' steady peaks, the candidate's first; a side whose process cannot be read or reset is None, with
+    why (the worker is then asked nothing)."""
+    figures: list[int | None] = []
+    problem = None
+    for conn, pid in ((candidate, candidate_pid), (reference, reference_pid)):
+        if pid is None:
+            problem = problem or f"the {conn.role}'s worker process was not found"
+            figures.append(None)
+            continue
+        peak = ProcessPeak(pid, proc)
+        try:
+            peak.reset()
+        except OSError as exc:
+            problem = problem or (f"the {conn.role}'s peak resident set cannot be reset ({peak.clear_refs}: "
+                                  f"{exc.strerror or exc}; the driver must be root, or the worker dumpable)")
+            figures.append(None)
+            continue
+        figures.append(peak_of_calls(conn, peak, timeout_s))
+    return CallPeaks(figures[0], figures[1], problem)
