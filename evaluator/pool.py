@@ -9,6 +9,11 @@ thread, through the same cache.
 A runner receives only `(Task, Candidate, EvalConfig)` and resolves a `concurrent.futures.Future` to an `EvalResult`.
 It never raises for a candidate's problem: a failure is a status. The one exception a future can carry is `TaskError`
 (the task itself is unusable), which the driver must stop on.
+
+Faults are not verdicts. "The candidate's process died" is judged inside the evaluator (`crashed`); "the Ray worker
+that drove the evaluation, its node or the runner went away" (the OOM killer, Ray's memory monitor, a lost node, a
+shutdown) is not about the candidate: the runner retries it on a fresh actor and, when that keeps failing, resolves
+`Status.INFRA_FAILED`, which the search requeues and the store refuses to keep as a verdict.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from evaluator.warm_start import likely_device
 
 DEFAULT_CPU_WORKERS = 2
 DEFAULT_RECYCLE_AFTER = 200      # evaluations per actor before it is replaced (leaks, fragmentation, stale caches)
-ATTEMPTS_PER_EVALUATION = 2      # the first try and one retry on a fresh actor
+ATTEMPTS_PER_EVALUATION = 3      # tries on fresh actors when the infrastructure fails, before `infra_failed`
 RAY_OBJECT_STORE_BYTES = 128 * 2**20
 RAY_PROBE_TIMEOUT_S = 5.0
 BUILD_CPUS = 2                   # extra CPUs of a locally started Ray for build tasks (actors hold one CPU each)
@@ -185,8 +190,9 @@ class RayRunner:
     `address` (or $RAY_ADDRESS) joins an existing cluster; without one a small local Ray is started (and shut down
     by `close`), with `BUILD_CPUS` CPUs beyond the actors' for build tasks. A candidate that uses `cpp_extension` is
     built by a Ray CPU task first (`build_cache`: the cache folder, see `build_cache.cache_root`); it waits for that
-    task before it is handed to an actor. An actor that dies is replaced and its evaluation retried once on the
-    fresh actor; a second death records `crashed`. Actors are replaced after `recycle_after` evaluations.
+    task before it is handed to an actor. An actor that dies (or whose node does) is replaced and its evaluation retried
+    on the fresh actor, `ATTEMPTS_PER_EVALUATION` tries in all, then resolves `infra_failed` (not a verdict). Actors
+    are replaced after `recycle_after` evaluations.
     """
 
     def __init__(self, workers: int = DEFAULT_CPU_WORKERS, address: str | None = None, sandbox: str = "auto",
@@ -266,7 +272,7 @@ class RayRunner:
         self._wake.set()
         self._thread.join(timeout=10)
         for job in jobs:
-            job.future.cancel()
+            _resolve(job.future, EvalResult(Status.INFRA_FAILED, SHUTDOWN_REASON))
         for slot in self._slots:
             self._kill(slot)
         if self._owns_ray:
@@ -334,24 +340,23 @@ class RayRunner:
             job, slot.job, slot.ref = slot.job, None, None
         try:
             result = self._ray.get(ref)
-        except (exceptions.RayActorError, exceptions.WorkerCrashedError, exceptions.ObjectLostError) as exc:
-            with self._lock:
-                self._died += 1
-                self._kill(slot)
-                if job.attempts < ATTEMPTS_PER_EVALUATION and not self._closed:
-                    self._retried += 1
-                    self._start(slot, job)  # the retry goes to this slot's fresh actor
-                    return
-            _resolve(job.future, EvalResult(
-                Status.CRASHED, f"the evaluation worker died {job.attempts} times while evaluating this candidate "
-                                f"({exc.__class__.__name__})"))
-            return
-        except exceptions.RayTaskError as exc:
+        except exceptions.RayTaskError as exc:  # raised by the actor's own Python code
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             if isinstance(cause, TaskError):
                 _fail(job.future, TaskError(str(cause)))
             else:
                 _resolve(job.future, EvalResult(Status.CRASHED, f"the evaluation worker failed: {cause}"))
+            return
+        except exceptions.RayError as exc:  # the actor, its node or Ray itself went away: not the candidate's doing
+            with self._lock:
+                self._died += 1
+                self._kill(slot)
+                if job.attempts < ATTEMPTS_PER_EVALUATION and not self._closed:
+                    self._retried += 1
+                    self._start(slot, job)  # the retry goes to this slot's fresh actor, wherever Ray places it
+                    return
+                closed = self._closed
+            _resolve(job.future, infra_failure(job.attempts, exc, closed))
             return
         except Exception as exc:  # noqa: BLE001 - every failure is a status
             _resolve(job.future, EvalResult(Status.CRASHED, f"the evaluation worker failed: {exc}"))
@@ -370,6 +375,22 @@ class RayRunner:
                 self._ray.kill(actor, no_restart=True)  # its zygotes see their control socket close and exit
             except Exception:  # noqa: BLE001 - already gone
                 pass
+
+
+SHUTDOWN_REASON = "the evaluation runner shut down before this candidate was judged"
+
+
+def infra_failure(attempts: int, exc: BaseException, closed: bool = False) -> EvalResult:
+    """The result of an evaluation whose worker kept going away: one line naming Ray's error, never Ray's report
+    (a memory monitor's report runs to kilobytes of process tables)."""
+    if closed:
+        return EvalResult(Status.INFRA_FAILED, SHUTDOWN_REASON)
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    detail = f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__
+    if len(detail) > 200:
+        detail = detail[:197] + "..."
+    return EvalResult(Status.INFRA_FAILED, f"the evaluation worker was lost {attempts} times, not through the "
+                                           f"candidate's doing ({detail})")
 
 
 def probe_ray_address(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> None:

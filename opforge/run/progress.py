@@ -20,6 +20,8 @@ def failures_text(by_status: Mapping[str, int]) -> str:
 def progress_line(p: Progress) -> str:
     parts = [f"run {p.run_id}: {p.done}/{p.budget} evaluated", f"{p.in_flight} running",
              f"best {format_speedup(p.best_speedup)}", f"failures {failures_text(p.by_status)}"]
+    if p.faults:
+        parts.append(f"{p.faults} lost to the workers, retried")
     if p.usd is not None:
         parts.append(f"LLM ${p.usd:.4f}, {format_tokens(p.tokens or 0)} tok")
     parts.append(f"{p.elapsed_s:.0f} s")
@@ -31,6 +33,8 @@ def format_tokens(n: int) -> str:
 
 
 def last_text(p: Progress) -> str:
+    if p.event == "fault":
+        return f"an evaluation was lost ({p.fault}); it is queued again"
     m = p.last
     if m is None:
         return ""
@@ -58,7 +62,7 @@ class ProgressPrinter:
             end = "\n" if p.event == "stop" else ""
             self.stream.write(CLEAR_LINE + line[:160] + end)
             self._drawn = not end
-        elif p.event in ("start", "result", "confirm"):
+        elif p.event in ("start", "result", "fault", "confirm"):
             self.stream.write(line + "\n")
         else:
             return
