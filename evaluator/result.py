@@ -124,6 +124,17 @@ class EvalResult:
         return self.status == Status.OK
 
     @property
+    def interpreted(self) -> bool:
+        """Whether Triton's interpreter ran the candidate: the device says a CPU interprets Triton, but only a
+        Triton kernel (or a verdict from before backends were reported) ran under it; a native C kernel did not."""
+        return self.device.interpreted and self.backend in (None, "triton")
+
+    @property
+    def device_label(self) -> str:
+        """The device's name, with "(Triton interpreter)" only where the interpreter ran the candidate."""
+        return self.device.label if self.interpreted else self.device.name
+
+    @property
     def is_verdict(self) -> bool:
         """False for an infrastructure failure: it says nothing about the candidate and must not be stored as its
         verdict (`Status.INFRA_FAILED`)."""
