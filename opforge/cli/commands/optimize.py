@@ -21,7 +21,7 @@ from opforge.run.plan import backend_note, plan_run
 from opforge.run.progress import ProgressPrinter
 from opforge.run.request import positive_whole
 from opforge.run.search import Budget, RunOutcome, SearchError, start_run
-from store import RunRecord, Store, StoreError
+from store import RunRecord, RunStatus, Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
                                    device=local_device_name(plan.config.eval.device))
         outcome = _search(store, run_record, task, runner, args, note=plan.note if plan else "")
         _print_summary(store, outcome, args)
+        if outcome.status == RunStatus.FAILED:  # e.g. the LLM endpoint does not answer: the summary says why
+            print(f"opforge: run {outcome.run_id} failed: {outcome.stop_reason}.", file=sys.stderr)
+            return 1
         return 0
     except (StoreError, SearchError, TaskError, RunConfigError) as exc:
         raise UsageError(str(exc)) from None
