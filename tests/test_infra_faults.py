@@ -63,7 +63,7 @@ def test_the_store_refuses_an_infrastructure_failure_as_a_verdict_and_requeues_i
 
 def test_the_live_line_says_evaluations_were_lost_and_retried():
     p = Progress(run_id=1, event="fault", done=0, budget=4, in_flight=1, queued=1, best_speedup=None,
-                 by_status={}, worker_s=0.0, elapsed_s=3.0, faults=2, fault="the evaluation worker was lost")
+                 by_status={}, worker_s=0.0, elapsed_s=3.0, faults=2, note="the evaluation worker was lost")
     assert "2 lost to the workers, retried" in progress_line(p)
 
 
@@ -144,7 +144,7 @@ def test_killed_workers_are_retried_and_never_recorded_against_the_kernel(tmp_pa
         assert totals.queue == {QueueState.DONE.value: 1}
         assert outcome.by_status == {Status.OK.value: 1}
         faults = [p for p in seen if p.event == "fault"]
-        assert len(faults) == 1 and "not through the candidate's doing" in faults[0].fault
+        assert len(faults) == 1 and "not through the candidate's doing" in faults[0].note
         assert runner.stats().actors_died == ATTEMPTS_PER_EVALUATION
     finally:
         if killer is not None:

@@ -38,6 +38,7 @@ TICK_S = 0.5                    # progress refresh while waiting
 MAX_EMPTY_ROUNDS = 5            # proposal rounds with nothing new before waiting for fresh results
 MAX_PROPOSER_FAILURES = 3       # consecutive failed proposal rounds before the run stops
 MAX_FAULTS_PER_CANDIDATE = 3    # infrastructure faults one candidate's evaluation may meet before the run stops
+STALL_S = 60.0                  # no verdict for this long while evaluations run: the live line says why
 PROPOSAL_GRACE_S = 60.0         # at a clean stop, how long unfinished proposals (paid LLM calls) may finish
 
 
@@ -70,7 +71,7 @@ class Budget:
 @dataclass(frozen=True, slots=True)
 class Progress:
     run_id: int
-    event: str                          # start | result | fault | tick | confirm | stop
+    event: str                          # start | result | fault | notice | stalled | tick | confirm | stop
     done: int
     budget: int
     in_flight: int
@@ -83,7 +84,9 @@ class Progress:
     usd: float | None = None            # LLM spend so far (None: no LLM in this run)
     tokens: int | None = None
     faults: int = 0                     # evaluations lost to the infrastructure this invocation (retried, no verdict)
-    fault: str = ""                     # the last such fault, one line (event "fault")
+    left_s: float | None = None         # time left to the budget at this invocation's rate (None: no rate yet)
+    note: str = ""                      # events "fault", "notice" (the runner's, e.g. a lost worker retried) and
+                                        # "stalled" (no verdict for a minute, and why): one sentence
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,7 @@ class Search:
         self._walls_s: list[float] = []  # this invocation's evaluations, submit to verdict
         self.faults = 0                  # evaluations lost to the infrastructure this invocation (none is a verdict)
         self._fault_stop: str | None = None
+        self._moved_at = self._stall_said_at = clock()  # the last verdict or fault; the last "stalled" report
         self._started = self._wall_mark = clock()
 
     # -- set-up from the store ------------------------------------------------------------------------------------
@@ -241,6 +245,7 @@ class Search:
                     empty_rounds = 0
                 if self._fault_stop is not None and stop is None:
                     stop, status = self._fault_stop, RunStatus.FAILED
+                self._watch_runner(strategy)
                 if pending is not None and pending.done() and stop is None:
                     batch, pending = pending.result(), None
                     added = self._record_proposals(batch, strategy)
@@ -305,7 +310,7 @@ class Search:
                                           f"infrastructure {faults[member.candidate_id]} times ({result.reason}); "
                                           "fix the workers, then resume the run.")
                     owed.insert(0, member)
-                    self._report("fault", strategy, fault=result.reason)
+                    self._report("fault", strategy, note=result.reason)
                     continue
                 record = self.store.add_confirmation(self.run_id, member.candidate_id, result, worker_s=elapsed_s)
                 self.worker_s += elapsed_s
@@ -352,6 +357,7 @@ class Search:
         record, island, started = self.inflight.pop(future)
         result = future.result()  # a TaskError (the task is unusable) stops the run
         elapsed_s = self._clock() - started
+        self._moved_at = self._clock()
         if not result.is_verdict:
             self._requeue_after_fault(record, result, elapsed_s, strategy)
             return
@@ -367,6 +373,26 @@ class Search:
         self.by_status[str(member.status)] += 1
         self._report("result", strategy, member)
 
+    def _watch_runner(self, strategy: EvolutionStrategy) -> None:
+        """Pass the runner's notices on (a lost worker retried elsewhere), and once a minute without a verdict while
+        evaluations run, say why: the runner's reason where it has one (Ray cannot place a worker), else how long
+        the oldest evaluation has run."""
+        for notice in getattr(self.runner, "notices", lambda: [])():
+            self._report("notice", strategy, note=notice)
+        now = self._clock()
+        if not self.inflight:
+            self._moved_at = now
+            return
+        if now - self._moved_at < STALL_S or now - self._stall_said_at < STALL_S:
+            return
+        self._stall_said_at = now
+        reason = getattr(self.runner, "waiting_reason", lambda: None)()
+        if reason is None:
+            oldest_s = now - min(started for _, _, started in self.inflight.values())
+            reason = (f"{len(self.inflight)} evaluation{'s' if len(self.inflight) != 1 else ''} running, the oldest "
+                      f"for {oldest_s:.0f} s (each stops at its timeout)")
+        self._report("stalled", strategy, note=f"no verdict for {now - self._moved_at:.0f} s: {reason}")
+
     def _requeue_after_fault(self, record: CandidateRecord, result: EvalResult, elapsed_s: float,
                              strategy: EvolutionStrategy) -> None:
         """An evaluation lost to the infrastructure: no verdict is stored, nothing counts against the candidate; it
@@ -379,7 +405,7 @@ class Search:
         if faults >= MAX_FAULTS_PER_CANDIDATE and self._fault_stop is None:
             self._fault_stop = (f"the evaluation of candidate {record.id} was lost to the infrastructure {faults} "
                                 f"times ({result.reason}); it stays queued: fix the workers, then resume the run")
-        self._report("fault", strategy, fault=result.reason)
+        self._report("fault", strategy, note=result.reason)
 
     def _note_wall_time(self) -> None:
         now = self._clock()
@@ -411,7 +437,7 @@ class Search:
             self.queued += self.store.enqueue(self.run_id, ids)
         return len(ids)
 
-    def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None, fault: str = "") -> None:
+    def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None, note: str = "") -> None:
         if self.on_progress is None:
             return
         best = self._confirmed[0] if self._confirmed is not None else strategy.population.best()
@@ -420,4 +446,15 @@ class Search:
             in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
             by_status=dict(self.by_status), worker_s=self.worker_s, elapsed_s=self._clock() - self._started, last=last,
             usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens,
-            faults=self.faults, fault=fault))
+            faults=self.faults, note=note, left_s=self._left_s()))
+
+    def _left_s(self) -> float | None:
+        """Seconds to the candidate budget at the rate of this invocation's verdicts (two at least), capped by the
+        time limit; None before a rate is known."""
+        if len(self._walls_s) < 2:
+            return None
+        elapsed_s = self._clock() - self._started
+        left_s = max(0, self.budget.max_candidates - self.done) * elapsed_s / len(self._walls_s)
+        if self.budget.time_limit_s is not None:
+            left_s = min(left_s, max(0.0, self.budget.time_limit_s - elapsed_s))
+        return left_s
