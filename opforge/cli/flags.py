@@ -68,6 +68,11 @@ def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
     add_llm_arguments(p)
 
 
+RAY_ADDRESS_HELP = ("an existing Ray cluster, HOST:PORT (default $RAY_ADDRESS, else a cluster already started on "
+                    "this machine, else a local Ray of its own); a cluster made by `ray start` needs "
+                    "RAY_AUTH_MODE=token in opforge's environment")
+
+
 def add_timeout_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", dest="eval_timeout_s", type=float, default=None, metavar="S",
                    help="limit each evaluation's phases (build and import, each correctness trial, each timing "

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from benchmarks import list_suites
 from opforge.cli.commands.optimize import local_device_name, make_runner
-from opforge.cli.flags import (add_backend_argument, add_db_argument, add_llm_arguments, add_timeout_argument,
-                               llm_request, open_store)
+from opforge.cli.flags import (RAY_ADDRESS_HELP, add_backend_argument, add_db_argument, add_llm_arguments,
+                               add_timeout_argument, llm_request, open_store)
 from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.run.bench import agent_label, bench_backend, bench_tasks, run_bench
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db_argument(p)
     p.add_argument("--runner", choices=("ray", "local"), default="ray", help="Ray actors (default) or threads")
     p.add_argument("--workers", type=int, default=2, metavar="N", help="parallel evaluations without a GPU (default 2)")
-    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
+    p.add_argument("--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP)
     p.add_argument("--timing-s", type=float, default=None, metavar="S",
                    help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
     add_timeout_argument(p)

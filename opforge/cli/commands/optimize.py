@@ -10,7 +10,7 @@ import sys
 from evaluator import Task, TaskError
 from evaluator.device import device_info, resolve_device
 from evaluator.pool import LocalRunner, RayRunner, Runner
-from opforge.cli.flags import add_run_arguments, open_store, run_request
+from opforge.cli.flags import RAY_ADDRESS_HELP, add_run_arguments, open_store, run_request
 from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.reports.run_summary import member_json, run_done, run_report
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="evaluate on Ray actors (default) or on threads of this process")
     p.add_argument("--workers", type=int, default=2, metavar="N",
                    help="parallel evaluations where there is no GPU (default 2); with GPUs, one per GPU")
-    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
+    p.add_argument("--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP)
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object: run_id, evaluated, best")
     add_run_arguments(p, "stop after this much wall time (for this invocation; --resume gets it again)")
     p.set_defaults(run=run, drives_evaluations=True)
