@@ -46,6 +46,8 @@ class Agent:
         self.client, self.model = client, model
         self.temperature, self.max_tokens = temperature, max_tokens
         self.spend, self.on_call = spend, on_call
+        self.failures_in_a_row = 0            # requests that failed (retries spent) since the last that succeeded
+        self.last_failure: str | None = None  # the last one's sentence (it names the model and the endpoint)
 
     def out_of_budget(self) -> bool:
         return self.spend is not None and self.spend.exhausted() is not None
@@ -58,8 +60,10 @@ class Agent:
             completion = await self.client.complete(messages(SYSTEM, prompt), temperature=self.temperature,
                                                     max_tokens=self.max_tokens)
         except LLMError as exc:
+            self.failures_in_a_row, self.last_failure = self.failures_in_a_row + 1, str(exc)
             self.report(AgentCall(role, self.model, prompt, None, None, "error", str(exc)))
             return None
+        self.failures_in_a_row = 0
         if self.spend is not None:
             self.spend.add(completion.cost_usd, completion.tokens_in, completion.tokens_out)
         return completion

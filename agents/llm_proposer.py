@@ -24,6 +24,7 @@ import random
 from collections.abc import Sequence
 
 from agents.judge import Judge, Plan
+from agents.llm_client import LLMError
 from agents.llm_coder import LLMCoder, Translation
 from agents.proposal import Scored
 from agents.spend import Spend
@@ -38,6 +39,9 @@ class LoopSettings:
     review: bool = True             # judge-review every new child before it is evaluated
     tune_per_request: int = 2       # tuner neighbours of a correct parent added to each request
     plan_reuse: int = 2             # requests on one parent that share the judge's diagnosis before it is asked again
+
+
+ENDPOINT_FAILURES = 3  # the coder's requests failing in a row (each after its retries) before a round is an error
 
 
 class LLMProposer:
@@ -80,6 +84,8 @@ class LLMProposer:
                 tuned = self.tuner.sweep([parent.candidate], self.settings.tune_per_request,
                                          {s.digest for s in inspirations})
         translated = [await translating] if translating is not None else []
+        if (failing := self.unreachable()) is not None and not any(c is not None for c in [*translated, *children]):
+            raise LLMError(failing)  # the search counts failed rounds and stops the run, naming the endpoint
         seen = {p.digest for p in parents}
         fresh: list[Candidate] = []
         for child in [*translated, *children]:
@@ -89,6 +95,12 @@ class LLMProposer:
         if self.judge is not None and self.settings.review:
             fresh = list(await asyncio.gather(*(self._reviewed(task, c) for c in fresh)))
         return fresh + [c for c in tuned if c.digest not in seen]
+
+    def unreachable(self) -> str | None:
+        """The coder's last failure once `ENDPOINT_FAILURES` of its requests in a row failed after their retries
+        (an endpoint that does not answer, a wrong model name or key), else None."""
+        agent = self.coder.agent
+        return agent.last_failure if agent.failures_in_a_row >= ENDPOINT_FAILURES else None
 
     async def _diagnosis(self, task: Task, parent: Scored) -> Plan | None:
         """The judge's plan for this parent, asked again after `plan_reuse` requests (or when it gave none)."""

@@ -9,13 +9,16 @@ thread, through the same cache.
 A runner receives only `(Task, Candidate, EvalConfig)` and resolves a `concurrent.futures.Future` to an `EvalResult`.
 It never raises for a candidate's problem: a failure is a status. The one exception a future can carry is `TaskError`
 (the task itself is unusable), which the driver must stop on.
+
+Faults are not verdicts. "The candidate's process died" is judged inside the evaluator (`crashed`); "the Ray worker
+that drove the evaluation, its node or the runner went away" (the OOM killer, Ray's memory monitor, a lost node, a
+shutdown) is not about the candidate: the runner retries it on a fresh actor and, when that keeps failing, resolves
+`Status.INFRA_FAILED`, which the search requeues and the store refuses to keep as a verdict.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import socket
 import threading
 import time
 from collections import deque
@@ -30,16 +33,14 @@ from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.evaluate import LocalEvaluator
 from evaluator.heap import keep_freed_memory
+from evaluator.ray_cluster import build_cpus, connect, plan_actors, probe_ray_address  # noqa: F401 - re-exported
 from evaluator.result import EvalResult, Status
 from evaluator.task import Task, TaskError
 from evaluator.warm_start import likely_device
 
 DEFAULT_CPU_WORKERS = 2
 DEFAULT_RECYCLE_AFTER = 200      # evaluations per actor before it is replaced (leaks, fragmentation, stale caches)
-ATTEMPTS_PER_EVALUATION = 2      # the first try and one retry on a fresh actor
-RAY_OBJECT_STORE_BYTES = 128 * 2**20
-RAY_PROBE_TIMEOUT_S = 5.0
-BUILD_CPUS = 2                   # extra CPUs of a locally started Ray for build tasks (actors hold one CPU each)
+ATTEMPTS_PER_EVALUATION = 3      # tries on fresh actors when the infrastructure fails, before `infra_failed`
 BUILD_WAIT_S = 900.0             # a job waits at most this long for its build task, then builds in its actor
 
 
@@ -160,6 +161,7 @@ class _Job:
     attempts: int = 0
     build_ref: Any = None        # the ObjectRef of its build task, until that finishes
     build_deadline: float = 0.0
+    build_since: float = 0.0
 
 
 @dataclass
@@ -168,6 +170,8 @@ class _Slot:
     evaluations: int = 0
     job: _Job | None = None
     ref: Any = None              # the ObjectRef of the job's result
+    ready_ref: Any = None        # the actor's first call (`pid`), until it answers: Ray has placed the actor
+    actor_since: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,13 +184,17 @@ class RayStats:
 
 
 class RayRunner:
-    """Evaluations on Ray: one actor per GPU (`num_gpus=1`) where the cluster has GPUs, otherwise `workers` CPU actors.
+    """Evaluations on Ray: one actor per GPU (`num_gpus=1`) where the cluster has GPUs, otherwise `workers` CPU actors
+    (fewer on a joined cluster too small to keep a CPU for builds: `ray_cluster.plan_actors`).
 
-    `address` (or $RAY_ADDRESS) joins an existing cluster; without one a small local Ray is started (and shut down
-    by `close`), with `BUILD_CPUS` CPUs beyond the actors' for build tasks. A candidate that uses `cpp_extension` is
-    built by a Ray CPU task first (`build_cache`: the cache folder, see `build_cache.cache_root`); it waits for that
-    task before it is handed to an actor. An actor that dies is replaced and its evaluation retried once on the
-    fresh actor; a second death records `crashed`. Actors are replaced after `recycle_after` evaluations.
+    `address` (or $RAY_ADDRESS) joins an existing cluster, as does a cluster already running on this machine; without
+    either a small local Ray is started, with `BUILD_CPUS` CPUs beyond the actors' for build tasks (see
+    `ray_cluster.py`, which also says what token authentication needs). `close` disconnects (and stops a Ray it
+    started). A candidate that uses `cpp_extension` is built by a Ray CPU task first (`build_cache`: the cache
+    folder, see `build_cache.cache_root`); it waits for that task before it is handed to an actor. An actor that dies
+    (or whose node does) is replaced and its evaluation retried on the fresh actor, wherever Ray places it,
+    `ATTEMPTS_PER_EVALUATION` tries in all, then resolves `infra_failed` (not a verdict); each retry is announced in
+    `notices`. Actors are replaced after `recycle_after` evaluations.
     """
 
     def __init__(self, workers: int = DEFAULT_CPU_WORKERS, address: str | None = None, sandbox: str = "auto",
@@ -199,20 +207,15 @@ class RayRunner:
             raise ValueError(f"RayRunner: recycle_after must be at least 1, not {recycle_after}.")
         self._ray = ray
         self._owns_ray = False
+        owned = False
+        self.where = "Ray (initialised by the caller)"
         if not ray.is_initialized():
-            address = address or os.environ.get("RAY_ADDRESS") or None
-            common: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
-                                      "log_to_driver": False}
-            if address:
-                probe_ray_address(address)
-                ray.init(address=address, **common)
-            else:
-                ray.init(num_cpus=workers + BUILD_CPUS, object_store_memory=RAY_OBJECT_STORE_BYTES, **common)
-            self._owns_ray = True
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
-        if gpus:  # one actor per GPU; its CPU work is the evaluator's own processes, so no CPU is reserved
-            options.update(num_gpus=1, num_cpus=0)
+            joined = connect(ray, workers, address)
+            self._owns_ray, owned, self.where = True, joined.owned, joined.where
+        self.plan = plan_actors(ray.cluster_resources(), workers, owned)
+        options: dict[str, Any] = {"num_cpus": self.plan.actor_cpus, "max_restarts": 0, "max_task_retries": 0}
+        if self.plan.actor_gpus:  # one actor per GPU; its CPU work is the evaluator's own processes
+            options.update(num_gpus=self.plan.actor_gpus)
         self._actor_class = ray.remote(**options)(EvaluatorActor)
         # `build_cache` travels as given: each process resolves it (None: $OPFORGE_CUDA_BUILD_CACHE or its default).
         self._build_cache = build_cache
@@ -220,9 +223,10 @@ class RayRunner:
         self._build_class = ray.remote(num_cpus=1, num_gpus=0, max_retries=0)(build_task)
         self._sandbox = sandbox
         self._recycle_after = recycle_after
-        self._slots = [_Slot() for _ in range(gpus or workers)]
-        self.uses_gpus = bool(gpus)
+        self._slots = [_Slot() for _ in range(self.plan.actors)]
+        self.uses_gpus = bool(self.plan.actor_gpus)
         self._pending: deque[_Job] = deque()
+        self._notices: list[str] = [self.plan.note] if self.plan.note else []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -240,8 +244,11 @@ class RayRunner:
         job = _Job(task, candidate, cfg, future)
         if self._builds_on and needs_build(candidate.source):
             mode = build_mode("cuda" if self.uses_gpus and cfg.device != "cpu" else "cpu")
-            job.build_ref = self._build_class.remote(task, candidate, cfg, mode, self._build_cache)
+            cpus = build_cpus(self._ray.cluster_resources(), self.plan)
+            job.build_ref = self._build_class.options(num_cpus=cpus).remote(task, candidate, cfg, mode,
+                                                                           self._build_cache)
             job.build_deadline = time.monotonic() + BUILD_WAIT_S
+            job.build_since = time.monotonic()
         with self._lock:
             if self._closed:
                 raise RuntimeError("RayRunner.submit after close")
@@ -266,7 +273,7 @@ class RayRunner:
         self._wake.set()
         self._thread.join(timeout=10)
         for job in jobs:
-            job.future.cancel()
+            _resolve(job.future, EvalResult(Status.INFRA_FAILED, SHUTDOWN_REASON))
         for slot in self._slots:
             self._kill(slot)
         if self._owns_ray:
@@ -278,6 +285,39 @@ class RayRunner:
         """The current actor handle of each slot (None where no actor is running)."""
         with self._lock:
             return tuple(s.actor for s in self._slots)
+
+    def notices(self) -> list[str]:
+        """What happened since the last call that a user watching the run should read (a lost worker retried
+        elsewhere, fewer workers than asked for), one sentence each."""
+        with self._lock:
+            out, self._notices = self._notices, []
+        return out
+
+    def waiting_reason(self, stalled_s: float = 0.0) -> str | None:
+        """Why evaluations are not moving, where Ray is the cause: an actor Ray has not placed, or a build task
+        that has not finished, for `stalled_s` seconds or more; None when nothing waits on Ray that long. The search
+        asks once no verdict has come for a minute (`opforge.run.search.STALL_S`)."""
+        now = time.monotonic()
+        with self._lock:
+            placing = [(s.ready_ref, now - s.actor_since) for s in self._slots
+                       if s.actor is not None and s.ready_ref is not None and now - s.actor_since >= stalled_s]
+            building = [now - j.build_since for j in self._pending
+                        if j.build_ref is not None and now - j.build_since >= stalled_s]
+        if placing:
+            ready, _ = self._ray.wait([ref for ref, _ in placing], num_returns=len(placing), timeout=0)
+            waiting = [age for ref, age in placing if ref not in ready]
+            if waiting:
+                free = self._ray.available_resources().get("CPU", 0.0)
+                return (f"an evaluation worker has waited {max(waiting):.0f} s for Ray to place it ({free:g} CPUs "
+                        f"free in the cluster, it needs {self.plan.actor_cpus or 'a GPU'}; a node may be lost: "
+                        "see `ray status`)")
+            with self._lock:
+                for slot in self._slots:
+                    if slot.ready_ref in ready:
+                        slot.ready_ref = None
+        if building:
+            return f"a build task has waited {max(building):.0f} s for Ray to run it (see `ray status`)"
+        return None
 
     def stats(self) -> RayStats:
         with self._lock:
@@ -319,6 +359,7 @@ class RayRunner:
     def _start(self, slot: _Slot, job: _Job) -> None:
         if slot.actor is None:
             slot.actor = self._actor_class.remote(self._sandbox, self._build_cache)
+            slot.ready_ref, slot.actor_since = slot.actor.pid.remote(), time.monotonic()
             slot.evaluations = 0
             self._started += 1
         job.attempts += 1
@@ -334,24 +375,26 @@ class RayRunner:
             job, slot.job, slot.ref = slot.job, None, None
         try:
             result = self._ray.get(ref)
-        except (exceptions.RayActorError, exceptions.WorkerCrashedError, exceptions.ObjectLostError) as exc:
-            with self._lock:
-                self._died += 1
-                self._kill(slot)
-                if job.attempts < ATTEMPTS_PER_EVALUATION and not self._closed:
-                    self._retried += 1
-                    self._start(slot, job)  # the retry goes to this slot's fresh actor
-                    return
-            _resolve(job.future, EvalResult(
-                Status.CRASHED, f"the evaluation worker died {job.attempts} times while evaluating this candidate "
-                                f"({exc.__class__.__name__})"))
-            return
-        except exceptions.RayTaskError as exc:
+        except exceptions.RayTaskError as exc:  # raised by the actor's own Python code
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             if isinstance(cause, TaskError):
                 _fail(job.future, TaskError(str(cause)))
             else:
                 _resolve(job.future, EvalResult(Status.CRASHED, f"the evaluation worker failed: {cause}"))
+            return
+        except exceptions.RayError as exc:  # the actor, its node or Ray itself went away: not the candidate's doing
+            with self._lock:
+                self._died += 1
+                self._kill(slot)
+                if job.attempts < ATTEMPTS_PER_EVALUATION and not self._closed:
+                    self._retried += 1
+                    self._notices.append(f"an evaluation worker was lost ({one_line(exc)}); retrying on a fresh "
+                                         f"one, wherever Ray places it (try {job.attempts + 1} of "
+                                         f"{ATTEMPTS_PER_EVALUATION})")
+                    self._start(slot, job)  # the retry goes to this slot's fresh actor, wherever Ray places it
+                    return
+                closed = self._closed
+            _resolve(job.future, infra_failure(job.attempts, exc, closed))
             return
         except Exception as exc:  # noqa: BLE001 - every failure is a status
             _resolve(job.future, EvalResult(Status.CRASHED, f"the evaluation worker failed: {exc}"))
@@ -372,18 +415,23 @@ class RayRunner:
                 pass
 
 
-def probe_ray_address(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> None:
-    """Fail fast where nothing listens at a cluster's address (Ray itself retries for minutes)."""
-    if address in ("auto", "local"):
-        return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"{address!r} is not a Ray address; write HOST:PORT, e.g. 10.0.0.5:6379")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise ConnectionError(f"nothing answers at {hostport} ({exc.strerror or exc})") from None
+SHUTDOWN_REASON = "the evaluation runner shut down before this candidate was judged"
+
+
+def infra_failure(attempts: int, exc: BaseException, closed: bool = False) -> EvalResult:
+    """The result of an evaluation whose worker kept going away: one line naming Ray's error, never Ray's report
+    (a memory monitor's report runs to kilobytes of process tables)."""
+    if closed:
+        return EvalResult(Status.INFRA_FAILED, SHUTDOWN_REASON)
+    return EvalResult(Status.INFRA_FAILED, f"the evaluation worker was lost {attempts} times, not through the "
+                                           f"candidate's doing ({one_line(exc)})")
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's class and first line, at most `limit` characters."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    detail = f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__
+    return detail if len(detail) <= limit else detail[: limit - 3] + "..."
 
 
 def _resolve(future: Future[EvalResult], result: EvalResult) -> None:

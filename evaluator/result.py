@@ -17,6 +17,10 @@ class Status(StrEnum):
     TIMEOUT = "timeout"
     REJECTED = "rejected"
     CRASHED = "crashed"
+    # Not a verdict: the evaluation's Ray worker, its node or the runner itself went away (the OOM killer, Ray's
+    # memory monitor, a lost node, a shutdown) before the candidate was judged. A runner reports it after its own
+    # retries; the search puts the candidate back in the queue and the store never keeps it as an evaluation.
+    INFRA_FAILED = "infra_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,23 @@ class EvalResult:
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether Triton's interpreter ran the candidate: the device says a CPU interprets Triton, but only a
+        Triton kernel (or a verdict from before backends were reported) ran under it; a native C kernel did not."""
+        return self.device.interpreted and self.backend in (None, "triton")
+
+    @property
+    def device_label(self) -> str:
+        """The device's name, with "(Triton interpreter)" only where the interpreter ran the candidate."""
+        return self.device.label if self.interpreted else self.device.name
+
+    @property
+    def is_verdict(self) -> bool:
+        """False for an infrastructure failure: it says nothing about the candidate and must not be stored as its
+        verdict (`Status.INFRA_FAILED`)."""
+        return self.status != Status.INFRA_FAILED
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON shape that `opforge eval --json`, the store and reports share."""

@@ -63,6 +63,9 @@ class ConfirmationMethods:
                          ) -> ConfirmationRecord:
         """Record one re-measurement of a run's candidate (any verdict: a failure is kept too); `worker_s`, the
         seconds a worker slot was held for it, is added to the run's worker time."""
+        if not result.is_verdict:
+            raise ValueError(f"An infrastructure failure is not a re-measurement and is not stored as one "
+                             f"({result.reason}); measure the candidate again.")
         ref, cand = result.reference_ms, result.candidate_ms
         with self._session(write=True) as s:
             self._get(s, RunRow, run_id, "run")

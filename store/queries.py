@@ -106,7 +106,7 @@ def candidates_by_id(session: Session, ids: Sequence[int]) -> dict[int, Candidat
     return out
 
 
-def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> RunTotals:
+def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int], faults: int = 0) -> RunTotals:
     """Statuses and best speedup over the run's verdicts, chosen as `history` chooses them: a candidate the run
     queued that another run had already measured on the same device counts with that verdict (the store keeps one
     verdict per candidate and device, so such a re-evaluation records no row of its own). Once the run has
@@ -135,6 +135,7 @@ def run_totals(session: Session, run: RunRow, queue_counts: dict[str, int]) -> R
         tokens_in=run.tokens_in or 0,
         tokens_out=run.tokens_out or 0,
         queue=queue_counts,
+        faults=faults,
     )
 
 

@@ -63,6 +63,24 @@ def requeue_in_flight(session: Session, run_id: int) -> int:
     return session.execute(stmt).rowcount
 
 
+def requeue_after_fault(session: Session, run_id: int, candidate_id: int, fault: str) -> int:
+    """Put one running item back in the queue after an infrastructure fault (not a verdict), noting the fault;
+    returns how many faults the item has met. Its queue position (the item's id) is kept: it is claimed next."""
+    stmt = (
+        update(Q)
+        .where(Q.c.run_id == run_id, Q.c.candidate_id == candidate_id, Q.c.state != QueueState.DONE.value)
+        .values(state=QueueState.QUEUED.value, faults=Q.c.faults + 1, last_fault=fault[:1000], updated_at=utcnow())
+        .returning(Q.c.faults)
+    )
+    found = session.execute(stmt).scalar_one_or_none()
+    return int(found or 0)
+
+
+def faults(session: Session, run_id: int) -> int:
+    """Infrastructure faults the run's evaluations met (each was retried; none is a verdict)."""
+    return int(session.execute(select(func.coalesce(func.sum(Q.c.faults), 0)).where(Q.c.run_id == run_id)).scalar_one())
+
+
 def mark_done(session: Session, run_id: int, candidate_ids: Iterable[int]) -> int:
     """Finish the run's items for these candidates (an item never queued is created done); returns how many items
     became done now (an item already done counts once, when it first finished)."""

@@ -139,6 +139,7 @@ class RunTotals:
     tokens_in: int = 0
     tokens_out: int = 0
     queue: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # QueueState value -> count
+    faults: int = 0  # evaluations lost to the infrastructure and retried (never verdicts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,6 +182,9 @@ class QueueItemRow(Base):
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), index=True)
     state: Mapped[str] = mapped_column(String(16), default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # Evaluations lost to the infrastructure (not verdicts: see Status.INFRA_FAILED) and the last one's reason.
+    faults: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_fault: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _created()
 

@@ -184,7 +184,8 @@ class Store(JobMethods, ConfirmationMethods):
 
     def run_totals(self, run_id: int) -> RunTotals:
         with self._session() as s:
-            return queries.run_totals(s, self._get(s, RunRow, run_id, "run"), queue.counts(s, run_id))
+            return queries.run_totals(s, self._get(s, RunRow, run_id, "run"), queue.counts(s, run_id),
+                                      queue.faults(s, run_id))
 
     # --- candidates ----------------------------------------------------------------------------------------------
     def add_candidate(
@@ -233,6 +234,12 @@ class Store(JobMethods, ConfirmationMethods):
         """On resume: evaluations that were running when the run died go back to the queue; returns how many."""
         with self._session(write=True) as s:
             return queue.requeue_in_flight(s, run_id)
+
+    def requeue_after_fault(self, run_id: int, candidate_id: int, fault: str) -> int:
+        """An evaluation lost to the infrastructure (`Status.INFRA_FAILED`, not a verdict): its queue item goes back
+        to the queue with the fault noted; returns how many faults that item has met so far."""
+        with self._session(write=True) as s:
+            return queue.requeue_after_fault(s, run_id, candidate_id, fault)
 
     # --- results -------------------------------------------------------------------------------------------------
     def add_result(self, candidate_id: int, run_id: int | None, result: EvalResult, worker_s: float = 0.0

@@ -67,6 +67,9 @@ def link_llm_calls(session: Session, run_id: int, ids_by_digest: dict[str, int])
 def insert_results(
     session: Session, url: str, run_id: int | None, chunk: Sequence[tuple[int, EvalResult]], worker_s: float
 ) -> list[EvaluationRecord]:
+    if lost := next((res for _, res in chunk if not res.is_verdict), None):
+        raise ValueError(f"An infrastructure failure is not a verdict and is not stored as one ({lost.reason}); "
+                         "requeue the candidate (Store.requeue_after_fault).")
     ids = {cid for cid, _ in chunk}
     task_of = {cid: tid for cid, tid in session.execute(select(C.c.id, C.c.task_id).where(C.c.id.in_(ids)))}
     if missing := sorted(ids - task_of.keys()):

@@ -52,6 +52,7 @@ def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
     p.add_argument("--timing-s", type=float, default=None, metavar="S",
                    help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
     p.add_argument("--time-limit-s", type=float, default=None, metavar="S", help=time_limit_help)
+    add_timeout_argument(p)
     p.add_argument("--worker-s", "--gpu-s", dest="worker_s", type=float, default=None, metavar="S",
                    help="stop after workers were busy this long in all: seconds from submitting each candidate to "
                         "its verdict (builds included), summed (--gpu-s is the old name)")
@@ -65,6 +66,18 @@ def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
                    help="do not start from earlier runs' kernels of this task nor show the coder those of related "
                         "tasks (by default the store's archive is offered)")
     add_llm_arguments(p)
+
+
+RAY_ADDRESS_HELP = ("an existing Ray cluster, HOST:PORT (default $RAY_ADDRESS, else a cluster already started on "
+                    "this machine, else a local Ray of its own); a cluster made by `ray start` needs "
+                    "RAY_AUTH_MODE=token in opforge's environment")
+
+
+def add_timeout_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", dest="eval_timeout_s", type=float, default=None, metavar="S",
+                   help="limit each evaluation's phases (build and import, each correctness trial, each timing "
+                        "block) to S seconds: a candidate that hangs is recorded `timeout` after that long (default "
+                        "180 s to build and import, 120 s for each later phase)")
 
 
 def add_llm_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,5 +116,5 @@ def run_request(args: argparse.Namespace) -> RunRequest:
     """The typed request that `add_run_arguments`' flags describe."""
     return RunRequest(task=args.task, coder=args.coder, backend=args.backend, seed_kernel=args.seed_kernel,
                       budget=args.budget, timing_s=args.timing_s, time_limit_s=args.time_limit_s,
-                      worker_s=args.worker_s, islands=args.islands, seed=args.seed, use_archive=not args.no_archive,
+                      worker_s=args.worker_s, eval_timeout_s=args.eval_timeout_s, islands=args.islands, seed=args.seed, use_archive=not args.no_archive,
                       confirm=args.confirm, llm=llm_request(args))

@@ -143,7 +143,7 @@ def _context(plans: list[OperatorPlan], package: str, dist_name: str, version: s
         "uses_triton": any(k.language == "triton" for k in kernels),
         "uses_native": any(k.language == "cpp" for k in kernels),
         "uses_scalars": any(kind != "tensor" for op in plans for kind in op.arg_kinds),
-        "interpreted": any(k.pick.evaluation.result.device.interpreted for k in kernels),
+        "interpreted": any(k.pick.evaluation.result.interpreted for k in kernels),
         "any_triton_op": any(all(k.language == "triton" and k.traceable for k in op.kernels) for op in plans),
         "slow": "; ".join(slow),
     }

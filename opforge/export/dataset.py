@@ -49,7 +49,7 @@ def _evaluation(result: EvalResult) -> dict[str, Any]:
             "reference_ms": None if result.reference_ms is None else result.reference_ms.median_ms,
             "max_abs_error": result.max_abs_error, "peak_memory_bytes": result.peak_memory_bytes,
             "energy_j": result.energy_j, "device": result.device.name, "device_kind": result.device.kind,
-            "interpreted": result.device.interpreted, "backend": result.backend}
+            "interpreted": result.interpreted, "backend": result.backend}
 
 
 def _backend_and_device(evaluations: Sequence[EvalResult]) -> tuple[str | None, str | None]:

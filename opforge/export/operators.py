@@ -40,8 +40,8 @@ class KernelPlan:
 
     @property
     def device(self) -> dict[str, Any]:
-        d = self.pick.evaluation.result.device
-        return {"kind": d.kind, "name": d.name, "interpreted": d.interpreted}
+        result = self.pick.evaluation.result
+        return {"kind": result.device.kind, "name": result.device.name, "interpreted": result.interpreted}
 
 
 @dataclass
@@ -67,7 +67,7 @@ class OperatorPlan:
         returns = (f"tuple[{', '.join(['Tensor'] * self.outputs)}]" if self.tuple_output else "Tensor")
         kernels = [{"id": k.id, "language": k.language, "device": k.device, "inputs": bucket,
                     "launches": k.launches, "traceable": k.traceable, "speedup": k.speedup,
-                    "speedup_text": format_speedup(k.speedup), "device_label": k.pick.evaluation.result.device.label}
+                    "speedup_text": format_speedup(k.speedup), "device_label": k.pick.evaluation.result.device_label}
                    for k in self.kernels for bucket in k.buckets]
         call, signature = init_call(self.source)
         pack = "(" + ", ".join(self.arg_names) + ("," if len(self.arg_names) == 1 else "") + ")"

@@ -112,7 +112,7 @@ def candidate_rows(history: Sequence[ScoredCandidate]) -> list[dict[str, Any]]:
             "reference_peak_memory_bytes": None if r is None else r.reference_peak_memory_bytes,
             "energy_j": None if r is None else _finite(r.energy_j),
             "reference_energy_j": None if r is None else _finite(r.reference_energy_j),
-            "device": None if r is None else r.device.label,
+            "device": None if r is None else r.device_label,
             "backend": None if r is None else r.backend,
             "evaluated_at": None if ev is None else ev.created_at.isoformat(),
             "suspicious": None if r is None else r.suspicious,

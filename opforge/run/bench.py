@@ -102,6 +102,12 @@ class RunnerShare:
     def submit(self, task: Task, candidate: Candidate, cfg: EvalConfig) -> Future[EvalResult]:
         return self._runner.submit(task, candidate, cfg)
 
+    def notices(self) -> list[str]:
+        return getattr(self._runner, "notices", lambda: [])()
+
+    def waiting_reason(self) -> str | None:
+        return getattr(self._runner, "waiting_reason", lambda: None)()
+
     def close(self) -> None:  # the bench owns the runner
         pass
 

@@ -14,12 +14,12 @@ from typing import Any
 from benchmarks import builtin_task, list_suites, seed_path
 from benchmarks.suite import SEED_SUFFIXES
 from evaluator.source_ast import parse_source
-from evaluator import Candidate, CandidateFileError, EvalConfig, Task, TaskError, load_candidate, load_task
+from evaluator import Candidate, CandidateFileError, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
 from opforge.run.capability import job_requirement
 from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
-from opforge.run.request import CLI_NAMES, RunRequest, check_request
+from opforge.run.request import CLI_NAMES, RunRequest, check_request, eval_config
 from opforge.run.search import Budget, start_run
 from store import JobRecord, RunStatus, Store
 
@@ -56,7 +56,7 @@ def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_ava
     backend = choose_backend(request, task, cuda, coder, names)
     seed = resolve_seed(request.seed_kernel, task, backend, required=coder != "llm",
                         from_scratch=bool(llm and llm.from_scratch), names=names)
-    eval_cfg = EvalConfig(max_timing_s=request.timing_s or DEFAULT_TIMING_S)
+    eval_cfg = eval_config(request.timing_s, request.eval_timeout_s, DEFAULT_TIMING_S)
     config = RunConfig(coder=coder, backend=backend, eval=eval_cfg, islands=request.islands, seed=request.seed,
                        llm=llm)
     if request.confirm is not None:

@@ -20,10 +20,20 @@ def failures_text(by_status: Mapping[str, int]) -> str:
 def progress_line(p: Progress) -> str:
     parts = [f"run {p.run_id}: {p.done}/{p.budget} evaluated", f"{p.in_flight} running",
              f"best {format_speedup(p.best_speedup)}", f"failures {failures_text(p.by_status)}"]
+    if p.faults:
+        parts.append(f"{p.faults} lost to the workers, retried")
     if p.usd is not None:
         parts.append(f"LLM ${p.usd:.4f}, {format_tokens(p.tokens or 0)} tok")
-    parts.append(f"{p.elapsed_s:.0f} s")
+    parts.append(f"{p.elapsed_s:.0f} s" + (f", about {format_duration(p.left_s)} left" if p.left_s is not None
+                                           and p.event != "stop" else ""))
     return " | ".join(parts)
+
+
+def format_duration(seconds: float) -> str:
+    """`42 s`, `7 min`, `2.5 h`."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def format_tokens(n: int) -> str:
@@ -31,6 +41,10 @@ def format_tokens(n: int) -> str:
 
 
 def last_text(p: Progress) -> str:
+    if p.event == "fault":
+        return f"an evaluation was lost ({p.note}); it is queued again"
+    if p.event in ("notice", "stalled"):
+        return p.note
     m = p.last
     if m is None:
         return ""
@@ -58,7 +72,7 @@ class ProgressPrinter:
             end = "\n" if p.event == "stop" else ""
             self.stream.write(CLEAR_LINE + line[:160] + end)
             self._drawn = not end
-        elif p.event in ("start", "result", "confirm"):
+        elif p.event in ("start", "result", "fault", "notice", "stalled", "confirm"):
             self.stream.write(line + "\n")
         else:
             return

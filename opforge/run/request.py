@@ -9,9 +9,11 @@ rewritten afterwards.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from evaluator.config import EvalConfig
 from opforge.errors import UsageError
 
 
@@ -41,6 +43,7 @@ class RunRequest:
     timing_s: float | None = None
     time_limit_s: float | None = None
     worker_s: float | None = None
+    eval_timeout_s: float | None = None  # each evaluation phase's limit (None: the evaluator's defaults)
     islands: int = 2
     seed: int = 0                        # the search's random seed
     use_archive: bool = True
@@ -51,6 +54,7 @@ class RunRequest:
 # What each checked field is called on the command line; other askers pass their own names.
 CLI_NAMES: Mapping[str, str] = {
     "budget": "--budget", "islands": "--islands", "timing_s": "--timing-s", "time_limit_s": "--time-limit-s",
+    "eval_timeout_s": "--timeout",
     "worker_s": "--worker-s", "seed_kernel": "--seed-kernel FILE", "model": "--model NAME",
     "max_usd": "--max-usd", "max_tokens": "--max-tokens", "concurrency": "--llm-concurrency",
     "timeout_s": "--llm-timeout-s", "tune_per_request": "--tune-per-request", "prices": "--prices FILE",
@@ -74,7 +78,7 @@ def check_request(request: RunRequest, names: Mapping[str, str] = CLI_NAMES) -> 
     name = {**CLI_NAMES, **names}.__getitem__
     positive_whole(request.budget, name("budget"))
     positive_whole(request.islands, name("islands"))
-    for key in ("timing_s", "time_limit_s", "worker_s"):
+    for key in ("timing_s", "time_limit_s", "worker_s", "eval_timeout_s"):
         positive_seconds(getattr(request, key), name(key))
     if request.confirm is not None and request.confirm < 0:
         raise UsageError(f"{name('confirm')} must be 0 or more re-measurements, not {request.confirm}.")
@@ -88,4 +92,13 @@ def check_request(request: RunRequest, names: Mapping[str, str] = CLI_NAMES) -> 
     positive_seconds(llm.timeout_s, name("timeout_s"))
 
 
-__all__ = ["CLI_NAMES", "LLMRequest", "RunRequest", "check_request", "positive_seconds", "positive_whole"]
+def eval_config(timing_s: float | None, timeout_s: float | None, default_timing_s: float) -> EvalConfig:
+    """What each evaluation of a run gets: its timing cap and, with `timeout_s`, that limit on every phase (the
+    build and import, each correctness trial, each timing block) instead of the evaluator's 180 s and 120 s."""
+    cfg = EvalConfig(max_timing_s=timing_s or default_timing_s)
+    if timeout_s is not None:
+        cfg = dataclasses.replace(cfg, compile_timeout_s=timeout_s, run_timeout_s=timeout_s)
+    return cfg
+
+
+__all__ = ["eval_config", "CLI_NAMES", "LLMRequest", "RunRequest", "check_request", "positive_seconds", "positive_whole"]

@@ -37,6 +37,8 @@ from store import CandidateRecord, RunRecord, RunStatus, Store, TaskRecord
 TICK_S = 0.5                    # progress refresh while waiting
 MAX_EMPTY_ROUNDS = 5            # proposal rounds with nothing new before waiting for fresh results
 MAX_PROPOSER_FAILURES = 3       # consecutive failed proposal rounds before the run stops
+MAX_FAULTS_PER_CANDIDATE = 3    # infrastructure faults one candidate's evaluation may meet before the run stops
+STALL_S = 60.0                  # no verdict for this long while evaluations run: the live line says why
 PROPOSAL_GRACE_S = 60.0         # at a clean stop, how long unfinished proposals (paid LLM calls) may finish
 
 
@@ -69,7 +71,7 @@ class Budget:
 @dataclass(frozen=True, slots=True)
 class Progress:
     run_id: int
-    event: str                          # start | result | tick | confirm | stop
+    event: str                          # start | result | fault | notice | stalled | tick | confirm | stop
     done: int
     budget: int
     in_flight: int
@@ -81,6 +83,10 @@ class Progress:
     last: Member | None = None          # the member just measured (event "result"; "confirm": re-measured)
     usd: float | None = None            # LLM spend so far (None: no LLM in this run)
     tokens: int | None = None
+    faults: int = 0                     # evaluations lost to the infrastructure this invocation (retried, no verdict)
+    left_s: float | None = None         # time left to the budget at this invocation's rate (None: no rate yet)
+    note: str = ""                      # events "fault", "notice" (the runner's, e.g. a lost worker retried) and
+                                        # "stalled" (no verdict for a minute, and why): one sentence
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,9 @@ class Search:
         self.inflight: dict[Future[EvalResult], tuple[CandidateRecord, int, float]] = {}
         self._clock = clock
         self._walls_s: list[float] = []  # this invocation's evaluations, submit to verdict
+        self.faults = 0                  # evaluations lost to the infrastructure this invocation (none is a verdict)
+        self._fault_stop: str | None = None
+        self._moved_at = self._stall_said_at = clock()  # the last verdict or fault; the last "stalled" report
         self._started = self._wall_mark = clock()
 
     # -- set-up from the store ------------------------------------------------------------------------------------
@@ -234,6 +243,9 @@ class Search:
                 for future in [f for f in self.inflight if f.done()]:
                     self._record_result(future, strategy)
                     empty_rounds = 0
+                if self._fault_stop is not None and stop is None:
+                    stop, status = self._fault_stop, RunStatus.FAILED
+                self._watch_runner(strategy)
                 if pending is not None and pending.done() and stop is None:
                     batch, pending = pending.result(), None
                     added = self._record_proposals(batch, strategy)
@@ -275,6 +287,7 @@ class Search:
                                     self.confirm_policy)
         owed = confirmation.ask()
         inflight: dict[Future[EvalResult], tuple[Member, float]] = {}
+        faults: dict[int, int] = {}
         stop: str | None = None
         while owed or inflight:
             if stop is None and self.should_stop is not None and (asked := self.should_stop()):
@@ -288,8 +301,18 @@ class Search:
                 member, started = inflight.pop(future)
                 elapsed_s = self._clock() - started
                 assert member.candidate_id is not None
-                record = self.store.add_confirmation(self.run_id, member.candidate_id, future.result(),
-                                                     worker_s=elapsed_s)
+                result = future.result()
+                if not result.is_verdict:  # lost to the infrastructure: measured again, never recorded
+                    self.faults += 1
+                    faults[member.candidate_id] = faults.get(member.candidate_id, 0) + 1
+                    if faults[member.candidate_id] >= MAX_FAULTS_PER_CANDIDATE:
+                        raise SearchError(f"The re-measurement of candidate {member.candidate_id} was lost to the "
+                                          f"infrastructure {faults[member.candidate_id]} times ({result.reason}); "
+                                          "fix the workers, then resume the run.")
+                    owed.insert(0, member)
+                    self._report("fault", strategy, note=result.reason)
+                    continue
+                record = self.store.add_confirmation(self.run_id, member.candidate_id, result, worker_s=elapsed_s)
                 self.worker_s += elapsed_s
                 confirmation.tell(record)
                 figure = record.speedup if record.status == Status.OK else None
@@ -334,6 +357,10 @@ class Search:
         record, island, started = self.inflight.pop(future)
         result = future.result()  # a TaskError (the task is unusable) stops the run
         elapsed_s = self._clock() - started
+        self._moved_at = self._clock()
+        if not result.is_verdict:
+            self._requeue_after_fault(record, result, elapsed_s, strategy)
+            return
         self._walls_s.append(elapsed_s)
         evaluation = self.store.add_result(record.id, self.run_id, result, worker_s=elapsed_s)
         self.done += 1
@@ -345,6 +372,40 @@ class Search:
         strategy.tell(member)
         self.by_status[str(member.status)] += 1
         self._report("result", strategy, member)
+
+    def _watch_runner(self, strategy: EvolutionStrategy) -> None:
+        """Pass the runner's notices on (a lost worker retried elsewhere), and once a minute without a verdict while
+        evaluations run, say why: the runner's reason where it has one (Ray cannot place a worker), else how long
+        the oldest evaluation has run."""
+        for notice in getattr(self.runner, "notices", lambda: [])():
+            self._report("notice", strategy, note=notice)
+        now = self._clock()
+        if not self.inflight:
+            self._moved_at = now
+            return
+        if now - self._moved_at < STALL_S or now - self._stall_said_at < STALL_S:
+            return
+        self._stall_said_at = now
+        reason = getattr(self.runner, "waiting_reason", lambda: None)()
+        if reason is None:
+            oldest_s = now - min(started for _, _, started in self.inflight.values())
+            reason = (f"{len(self.inflight)} evaluation{'s' if len(self.inflight) != 1 else ''} running, the oldest "
+                      f"for {oldest_s:.0f} s (each stops at its timeout)")
+        self._report("stalled", strategy, note=f"no verdict for {now - self._moved_at:.0f} s: {reason}")
+
+    def _requeue_after_fault(self, record: CandidateRecord, result: EvalResult, elapsed_s: float,
+                             strategy: EvolutionStrategy) -> None:
+        """An evaluation lost to the infrastructure: no verdict is stored, nothing counts against the candidate; it
+        goes back to the queue (claimed next) unless it has met `MAX_FAULTS_PER_CANDIDATE` faults, which stops the
+        run as failed with the candidate still queued for a resume."""
+        self.worker_s += elapsed_s
+        self.faults += 1
+        faults = self.store.requeue_after_fault(self.run_id, record.id, result.reason)
+        self.queued += 1
+        if faults >= MAX_FAULTS_PER_CANDIDATE and self._fault_stop is None:
+            self._fault_stop = (f"the evaluation of candidate {record.id} was lost to the infrastructure {faults} "
+                                f"times ({result.reason}); it stays queued: fix the workers, then resume the run")
+        self._report("fault", strategy, note=result.reason)
 
     def _note_wall_time(self) -> None:
         now = self._clock()
@@ -376,7 +437,7 @@ class Search:
             self.queued += self.store.enqueue(self.run_id, ids)
         return len(ids)
 
-    def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None) -> None:
+    def _report(self, event: str, strategy: EvolutionStrategy, last: Member | None = None, note: str = "") -> None:
         if self.on_progress is None:
             return
         best = self._confirmed[0] if self._confirmed is not None else strategy.population.best()
@@ -384,4 +445,16 @@ class Search:
             run_id=self.run_id, event=event, done=self.done, budget=self.budget.max_candidates,
             in_flight=len(self.inflight), queued=self.queued, best_speedup=best.speedup if best else None,
             by_status=dict(self.by_status), worker_s=self.worker_s, elapsed_s=self._clock() - self._started, last=last,
-            usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens))
+            usd=None if self.spend is None else self.spend.usd, tokens=None if self.spend is None else self.spend.tokens,
+            faults=self.faults, note=note, left_s=self._left_s()))
+
+    def _left_s(self) -> float | None:
+        """Seconds to the candidate budget at the rate of this invocation's verdicts (two at least), capped by the
+        time limit; None before a rate is known."""
+        if len(self._walls_s) < 2:
+            return None
+        elapsed_s = self._clock() - self._started
+        left_s = max(0, self.budget.max_candidates - self.done) * elapsed_s / len(self._walls_s)
+        if self.budget.time_limit_s is not None:
+            left_s = min(left_s, max(0.0, self.budget.time_limit_s - elapsed_s))
+        return left_s

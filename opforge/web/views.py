@@ -185,7 +185,7 @@ def result_facts(result: EvalResult | None) -> list[tuple[str, str]]:
         facts.append(("reference peak memory", format_bytes(result.reference_peak_memory_bytes)))
     if result.energy_j is not None:
         facts.append(("energy per call", f"{result.energy_j * 1e3:.4g} mJ"))
-    facts.append(("device", result.device.label))
+    facts.append(("device", result.device_label))
     if result.suspicious:
         facts.append(("suspicious", "yes: re-measured by the driver's clock"))
     return facts

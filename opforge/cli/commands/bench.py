@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from benchmarks import list_suites
-from evaluator import EvalConfig
 from opforge.cli.commands.optimize import local_device_name, make_runner
-from opforge.cli.flags import add_backend_argument, add_db_argument, add_llm_arguments, llm_request, open_store
+from opforge.cli.flags import (RAY_ADDRESS_HELP, add_backend_argument, add_db_argument, add_llm_arguments,
+                               add_timeout_argument, llm_request, open_store)
 from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.run.bench import agent_label, bench_backend, bench_tasks, run_bench
@@ -18,7 +18,7 @@ from opforge.run.bench_config import BenchConfig
 from opforge.run.config import RunConfig
 from opforge.run.plan import DEFAULT_TIMING_S, cuda_present
 from opforge.run.proposers import llm_settings, resolve_coder
-from opforge.run.request import RunRequest, check_request, positive_whole
+from opforge.run.request import RunRequest, check_request, eval_config, positive_whole
 from store import StoreError
 
 DEFAULT_BUDGET_PER_TASK = 10
@@ -44,9 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db_argument(p)
     p.add_argument("--runner", choices=("ray", "local"), default="ray", help="Ray actors (default) or threads")
     p.add_argument("--workers", type=int, default=2, metavar="N", help="parallel evaluations without a GPU (default 2)")
-    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
+    p.add_argument("--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP)
     p.add_argument("--timing-s", type=float, default=None, metavar="S",
                    help=f"time cap for each side's timed repetitions (default {DEFAULT_TIMING_S:g})")
+    add_timeout_argument(p)
     p.add_argument("--seed", type=int, default=0, help="random seed of the searches (default 0)")
     p.add_argument("--no-archive", action="store_true",
                    help="forbid the store's archive of earlier kernels, so the agent's score is its own (the "
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                         ("--workers", args.workers)):
         positive_whole(value, flag)
     request = RunRequest(task=args.suite or "", coder=args.coder, backend=args.backend, timing_s=args.timing_s,
-                         seed=args.seed, use_archive=not args.no_archive, llm=llm_request(args))
+                         eval_timeout_s=args.eval_timeout_s, seed=args.seed, use_archive=not args.no_archive, llm=llm_request(args))
     check_request(request)
     if args.suite is not None and args.resume is not None:
         raise UsageError("Give either --suite NAME|PATH to start a bench or --resume BENCH_ID, not both.")
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             coder = resolve_coder(args.coder, args.model)
             config = BenchConfig(
                 run=RunConfig(coder=coder, backend=bench_backend(args.backend, tasks, coder, cuda_present()),
-                              eval=EvalConfig(max_timing_s=args.timing_s or DEFAULT_TIMING_S), seed=args.seed,
+                              eval=eval_config(args.timing_s, args.eval_timeout_s, DEFAULT_TIMING_S), seed=args.seed,
                               llm=llm_settings(request.llm) if coder == "llm" else None),
                 budget_per_task=args.budget_per_task or DEFAULT_BUDGET_PER_TASK, tasks=args.tasks,
                 max_usd=args.max_usd, max_tokens=args.max_tokens, use_archive=not args.no_archive,

@@ -10,7 +10,7 @@ import sys
 from evaluator import Task, TaskError
 from evaluator.device import device_info, resolve_device
 from evaluator.pool import LocalRunner, RayRunner, Runner
-from opforge.cli.flags import add_run_arguments, open_store, run_request
+from opforge.cli.flags import RAY_ADDRESS_HELP, add_run_arguments, open_store, run_request
 from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.reports.run_summary import member_json, run_done, run_report
@@ -21,7 +21,7 @@ from opforge.run.plan import backend_note, plan_run
 from opforge.run.progress import ProgressPrinter
 from opforge.run.request import positive_whole
 from opforge.run.search import Budget, RunOutcome, SearchError, start_run
-from store import RunRecord, Store, StoreError
+from store import RunRecord, RunStatus, Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="evaluate on Ray actors (default) or on threads of this process")
     p.add_argument("--workers", type=int, default=2, metavar="N",
                    help="parallel evaluations where there is no GPU (default 2); with GPUs, one per GPU")
-    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
+    p.add_argument("--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP)
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object: run_id, evaluated, best")
     add_run_arguments(p, "stop after this much wall time (for this invocation; --resume gets it again)")
     p.set_defaults(run=run, drives_evaluations=True)
@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
                                    device=local_device_name(plan.config.eval.device))
         outcome = _search(store, run_record, task, runner, args, note=plan.note if plan else "")
         _print_summary(store, outcome, args)
+        if outcome.status == RunStatus.FAILED:  # e.g. the LLM endpoint does not answer: the summary says why
+            print(f"opforge: run {outcome.run_id} failed: {outcome.stop_reason}.", file=sys.stderr)
+            return 1
         return 0
     except (StoreError, SearchError, TaskError, RunConfigError) as exc:
         raise UsageError(str(exc)) from None
@@ -95,14 +98,15 @@ def resume_hint(run_id: int, db: str | None) -> str:
 
 
 def _resume(store: Store, args: argparse.Namespace) -> tuple[RunRecord, Task]:
-    fixed = (args.task, args.seed_kernel, args.budget is not None, args.timing_s is not None, args.model,
+    fixed = (args.task, args.seed_kernel, args.budget is not None, args.timing_s is not None,
+             args.eval_timeout_s is not None, args.model,
              args.judge_model, args.backend != "auto", args.max_usd is not None, args.max_tokens is not None, args.prices,
              args.no_judge, args.no_review, args.from_scratch, args.tune_per_request is not None, args.coder != "auto",
              args.llm_concurrency is not None, args.llm_timeout_s is not None, args.no_archive)
     if any(fixed):
         raise UsageError("--resume continues a run as it was configured; leave out TASK, --coder, --seed-kernel, "
-                         "--backend, --budget, --timing-s and the LLM settings (only --llm-base-url, --time-limit-s, --worker-s, "
-                         "--workers and --runner may change).")
+                         "--backend, --budget, --timing-s, --timeout and the LLM settings (only --llm-base-url, "
+                         "--time-limit-s, --worker-s, --workers and --runner may change).")
     run_record = store.get_run(args.resume)
     task = store.get_task(run_record.task_id).task
     return run_record, task

@@ -10,7 +10,7 @@ from types import FrameType
 from evaluator.pool import Runner
 from evaluator.process_tree import set_undumpable
 from evaluator.sandbox import REQUIRE_ENV, WITHOUT_BWRAP, bwrap_available
-from opforge.cli.flags import DB_HELP, open_store
+from opforge.cli.flags import DB_HELP, RAY_ADDRESS_HELP, open_store
 from store.engine import ENV_VAR as STORE_ENV
 from opforge.errors import UsageError
 from opforge.cli.commands.optimize import make_runner
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="evaluate on Ray actors (default) or on threads of this process")
     p.add_argument("--workers", type=int, default=2, metavar="N",
                    help="parallel evaluations where there is no GPU (default 2); with GPUs, one per GPU")
-    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default $RAY_ADDRESS, else local)")
+    p.add_argument("--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP)
     p.add_argument("--lease-s", type=float, default=DEFAULT_LEASE_S, metavar="S",
                    help=f"how long a job stays this worker's without a heartbeat; a dead worker's job is taken over "
                         f"this long after its last heartbeat (default {DEFAULT_LEASE_S:g})")
