@@ -17,6 +17,9 @@ class Status(StrEnum):
     TIMEOUT = "timeout"
     REJECTED = "rejected"
     CRASHED = "crashed"
+    # Never final: the candidate reached for torch._dynamo in a worker that went without it (`dynamo_absent.py`), and
+    # is evaluated again in one that has it (`opforge eval` does; every other evaluation starts with dynamo).
+    NEEDS_DYNAMO = "needs_dynamo"
 
 
 @dataclass(frozen=True, slots=True)
