@@ -34,6 +34,9 @@ SERIAL_FILES = {
     "test_clock_confirmation_retry.py": "compares the driver's clock with a worker's",
     "test_equal_costs.py": "compares the per-call costs of the two workers",
     "test_web_browser.py": "waits on a headless browser with deadlines",
+    # Its clock and timer cheats are caught by comparing clocks, which other work beside them skews: under a load of
+    # 7 on 2 cores, native_clock_slow_in_calls was once judged ok (2026-11-28). Cases split off later may run beside.
+    "test_cheats.py": "its clock and timer cheats are caught by comparing clocks",
 }
 
 
