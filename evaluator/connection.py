@@ -53,6 +53,8 @@ class WorkerConnection:
             raise self._failure(Status.REJECTED, f"sent a malformed or forged message on the result channel "
                                                  f"({exc})") from None
         status = reply.get("status")
+        if status == Status.NEEDS_DYNAMO and self.zygote.dynamo:  # only a zygote without dynamo may say so
+            raise self._failure(Status.REJECTED, "said it needs torch._dynamo, which its worker has loaded")
         if status == "task_error":
             raise TaskError(f"{self.task_label}: the task fails to load: {reply.get('reason')}")
         if status in _WORKER_STATUSES:

@@ -23,17 +23,23 @@ from evaluator import audit_hook, kernel_stores, process_tree
 from evaluator.dispatch_table import (TableText, dispatch_dump, dispatch_table, existing_namespaces,
                                       take_primed_dispatch, without_meta)
 
-_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading", "_thread",
-                    "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit", "triton.testing",
-                    "evaluator.guards", "evaluator.timing", "evaluator.torch_profile", "evaluator.task_runtime",
-                    "evaluator.wire", "evaluator.worker", "evaluator.commands", "evaluator.candidate_import",
-                    "evaluator.call_checks", "evaluator.dispatch_table", "evaluator.timed_calls",
-                    "evaluator.memory_calls", "evaluator.kernel_stores", "triton.runtime.interpreter",
-                    "triton.runtime.autotuner", "evaluator.observer", "evaluator.op_trace", "evaluator.call_watch",
-                    "evaluator.process_tree", "evaluator.audit_hook", "evaluator.cuda_build",
-                    "evaluator.native", "evaluator.native_spec", "evaluator.fast_draws",
-                    "torch._C", "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket",
-                    "struct")
+# The libraries' modules whose names the harness relies on in a worker. The evaluator's own are not listed: every one
+# loaded in the worker when the snapshot is taken is watched (`worker_modules`), so a module that joins the worker is
+# watched without anyone remembering to add it here.
+_WATCHED_LIBRARY_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "time", "threading",
+                            "_thread", "builtins", "torch.utils.cpp_extension", "triton", "triton.runtime.jit",
+                            "triton.testing", "triton.runtime.interpreter", "triton.runtime.autotuner", "torch._C",
+                            "torch.library", "collections", "json", "json.encoder", "json.decoder", "socket", "struct")
+_PACKAGE = __name__.partition(".")[0]  # "evaluator"
+
+
+def worker_modules(loaded: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """The evaluator's modules loaded in this process (`sys.modules` unless `loaded`): in a worker at its snapshot,
+    every module of the package that runs there, imported by its zygote before the fork or by its own start."""
+    names = sys.modules if loaded is None else loaded
+    return tuple(sorted(n for n in names if n == _PACKAGE or n.startswith(_PACKAGE + ".")))
+
+
 _WATCHED_CLASSES = (torch.Tensor, torch.nn.Module)
 
 COPY_OPS_CHECK_SHARE = 0.25
@@ -43,8 +49,11 @@ _COPY_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::empty_like",
 
 
 class Guards:
-    def __init__(self, watched_modules: tuple[str, ...] = _WATCHED_MODULES) -> None:
-        self.watched_modules = watched_modules
+    def __init__(self, watched_modules: tuple[str, ...] | None = None) -> None:
+        """`watched_modules`: the modules whose names `tampered` compares; by default the libraries' listed above
+        and, at each snapshot, every evaluator module then loaded (`worker_modules`)."""
+        self.fixed_modules = watched_modules
+        self.watched_modules = watched_modules if watched_modules is not None else _WATCHED_LIBRARY_MODULES
         # Captured before the candidate exists: later patches of these names do not reach the harness.
         self.now_ns: Callable[[], int] = time.perf_counter_ns
         self.cpu_s: Callable[[], float] = time.process_time  # every thread of this process, PyTorch's pools too
@@ -265,6 +274,8 @@ class Guards:
         if dispatcher:
             primed = take_primed_dispatch()
             self._dispatch, self._dispatch_text = primed if primed is not None else (dispatch_table(), None)
+        if self.fixed_modules is None:
+            self.watched_modules = _WATCHED_LIBRARY_MODULES + worker_modules()
         for name in self.watched_modules:
             module = sys.modules.get(name)
             if module is not None:

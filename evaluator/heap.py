@@ -11,15 +11,15 @@ just before (measured: softmax_backward's seed took 4.5-6 ms in rounds without f
 worker is no exception: its fresh inputs of each timed call (drawn, scaled, the first copy freed), the outputs it
 copies for the driver and its checks move the heap's top, so the timed call's 31 MiB output was fresh pages (7,936
 faults, several times the call) in 2-7 of a side's 20-60 timed calls, a different number in every evaluation
-(docs/PERFORMANCE.md, "Repeat-run noise"). Kept
+(docs/PERFORMANCE-HISTORY.md, "Repeat-run noise"). Kept
 heap (`keep_freed_memory`): nothing is mapped afresh nor trimmed, every side reuses freed memory as it would in steady
 state, and the times are the kernels' and the memory's, as the stored copy bandwidth's are (`cpu_peaks`).
 
 The processes that drive evaluations keep theirs too (`opforge eval`, `optimize`, `bench` and `worker`, and a Ray
 evaluator actor): the driver receives each trial's outputs of both sides, and the timed calls' kept outputs, into
 buffers of their size, which glibc's defaults made fresh pages every time. In one cold evaluation of a 31 MiB softmax
-that was about 100,000 of the driver's faults (2-11 us each on a VM, docs/PERFORMANCE.md), on the path the workers
-wait on. Such a process holds its heap's high-water mark until it exits.
+that was about 100,000 of the driver's faults (2-11 us each on a VM, docs/PERFORMANCE-HISTORY.md), on the path the
+workers wait on. Such a process holds its heap's high-water mark until it exits.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def reserve(input_bytes: int) -> int:
     several times its own time. A worker that ran its correctness trials first holds free memory of its own too,
     written by the trials' draws and outputs (250-430 MiB for a 31 MiB softmax), where its timed calls land. Until
     2026-11-25 the growth was six blocks, most of which no timed call used: 186 MiB of fresh pages a side, 48,000-
-    55,000 faults, 0.07-0.6 s a side on a VM whose fresh pages cost up to 11 us each (docs/PERFORMANCE.md); the
+    55,000 faults, 0.07-0.6 s a side on a VM whose fresh pages cost up to 11 us each (docs/PERFORMANCE-HISTORY.md); the
     timed calls of a cold evaluation faulted as little with none. It calls the C library's own functions, found when
     this module was imported (before any candidate code). Returns the bytes written (0 where the C library could not
     be reached). Written by the kernel where it can (`_populate`)."""

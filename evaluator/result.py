@@ -21,6 +21,9 @@ class Status(StrEnum):
     # memory monitor, a lost node, a shutdown) before the candidate was judged. A runner reports it after its own
     # retries; the search puts the candidate back in the queue and the store never keeps it as an evaluation.
     INFRA_FAILED = "infra_failed"
+    # Never final: the candidate reached for torch._dynamo in a worker that went without it (`dynamo_absent.py`), and
+    # is evaluated again in one that has it (`opforge eval` does; every other evaluation starts with dynamo).
+    NEEDS_DYNAMO = "needs_dynamo"
 
 
 @dataclass(frozen=True, slots=True)

@@ -199,7 +199,7 @@ class Zygote:
                  flush_ahead: bool = True, fork: bool = False, dynamo: bool = True):
         """`fork`: started as a fork of this process where that is the same zygote (`forked_zygote.refusal`), else
         as a fresh interpreter. `dynamo`: a candidate's zygote imports `torch._dynamo` before any fork; without it,
-        its workers refuse that import with `zygote.DYNAMO_ABSENT` (`zygote.warm_imports`)."""
+        its workers refuse that import and fail as `needs_dynamo` (`dynamo_absent.py`)."""
         self.device, self.role = device, role
         self.fork = fork
         self.dynamo = dynamo or role != "candidate"

@@ -3,8 +3,8 @@ the call's reply, after which the worker waits for the driver's next word while 
 outputs from the shared file, `output_slot.py`) and `batch` (inputs and calls whose round trip the driver times).
 
 Functions of the worker (`self`), in both roles alike: the reference and the candidate are timed by the same code,
-which is why these live beside `worker.py`'s command loop rather than in the driver. The module is watched like the
-worker's own (`guards._WATCHED_MODULES`): a candidate that rebinds these functions is refused.
+which is why these live beside `worker.py`'s command loop rather than in the driver. The module is watched like every
+evaluator module loaded in a worker (`guards.worker_modules`): a candidate that rebinds these functions is refused.
 """
 
 from __future__ import annotations

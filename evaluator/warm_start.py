@@ -33,8 +33,8 @@ _DYNAMO_WORDS = ("triton", "cpp_extension", "load_inline", "torch.compile", "tor
 def may_need_dynamo(source: str) -> bool:
     """Whether a candidate may need `torch._dynamo` in its worker: all but the native ones (`load_c`) that name none
     of `_DYNAMO_WORDS`. A guess that saves a cold evaluation of a native kernel the 0.8 s of dynamo's import in the
-    candidate's zygote; a wrong one costs a second evaluation, in a zygote with dynamo (`zygote.needs_dynamo_again`),
-    never a verdict."""
+    candidate's zygote; a wrong one costs a second evaluation, in a zygote with dynamo (the status `needs_dynamo`,
+    `dynamo_absent.py`), never a verdict."""
     return "load_c" not in source or any(word in source for word in _DYNAMO_WORDS)
 
 

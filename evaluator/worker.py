@@ -18,6 +18,7 @@ from evaluator import call_watch, harness_library, interpreter_gaps, memory_call
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
 from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
+from evaluator.dynamo_absent import mark
 from evaluator.guards import Guards
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
@@ -29,11 +30,19 @@ from evaluator.wire import Channel, ChannelClosed
 __all__ = ["CANDIDATE_MODULE", "Worker"]  # CANDIDATE_MODULE: imported from here by zygote.py
 
 
+def _marked(send: Callable[..., None]) -> Callable[..., None]:
+    """`send` with each reply passed through `dynamo_absent.mark`: a failure after something reached for
+    torch._dynamo in a worker that went without it goes out as `needs_dynamo` (the driver evaluates again)."""
+    def send_marked(header: dict[str, Any], tensors: list[torch.Tensor] | None = None, _mark=mark) -> None:
+        send(_mark(header), tensors)
+    return send_marked
+
+
 class Worker:
     def __init__(self, channel: Channel, role: str, guards: Guards, outputs: WorkerSlot | None = None):
         self.ch = channel
         # Bound at start, before any candidate code: patching Channel's class later does not reach these.
-        self.send, self.recv = channel.send, channel.recv
+        self.send, self.recv = _marked(channel.send), channel.recv
         self.role = role  # "reference" | "candidate"
         self.guards = guards  # both roles run the same checks (same costs); only the candidate is refused
         # Where timed calls' outputs are copied for the driver to read (a file of its own where none was handed over:

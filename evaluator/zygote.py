@@ -28,7 +28,6 @@ from evaluator import process_tree
 
 LAZY_FLUSH = "lazy-flush"
 NO_DYNAMO = "no-dynamo"  # a candidate zygote without torch._dynamo (`warm_imports`)
-DYNAMO_ABSENT = "torch._dynamo is not loaded in this worker (opforge: evaluated again in one that has it)"
 
 
 def _prepare_environment(device: str) -> None:
@@ -74,28 +73,10 @@ def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, workdir: s
     Worker(channel, role, guards, WorkerSlot(outputs_fd)).serve()
 
 
-class _DynamoAbsent:
-    """A finder that refuses `torch._dynamo` in a candidate zygote that went without it: whatever reaches for it (a
-    candidate's `torch.compile`, a library's lazy import) fails at once with `DYNAMO_ABSENT`, before any of dynamo's
-    code runs, and the driver evaluates the candidate again in a zygote that has it (`needs_dynamo_again`). Without
-    this, dynamo's import after the guards is refused as tampering, which would be an honest kernel refused."""
-
-    @staticmethod
-    def find_spec(name: str, path: object = None, target: object = None) -> None:
-        if name == "torch._dynamo" or name.startswith("torch._dynamo."):
-            raise ImportError(DYNAMO_ABSENT)
-        return None
-
-
-def needs_dynamo_again(reason: str, log: str) -> bool:
-    """Whether an evaluation in a zygote without dynamo ended because something reached for it."""
-    return DYNAMO_ABSENT in reason or DYNAMO_ABSENT in log
-
-
 def warm_imports(role: str, device: str, flush_ahead: bool = True, dynamo: bool = True) -> None:
     """What every worker of the role would otherwise import or set up on its own: done once, before any fork. Without
     `dynamo`, a candidate's zygote skips `torch._dynamo` (0.8 s of a cold evaluation's critical path) and refuses it
-    later (`_DynamoAbsent`): for candidates that need none (`warm_start.may_need_dynamo`)."""
+    later (`dynamo_absent.py`): for candidates that need none (`warm_start.may_need_dynamo`)."""
     import torch  # warm imports shared by every forked worker
     try:
         import triton  # noqa: F401
@@ -113,7 +94,8 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True, dynamo: bool 
         if dynamo:
             import torch._dynamo  # noqa: F401
         else:
-            sys.meta_path.insert(0, _DynamoAbsent())
+            from evaluator import dynamo_absent
+            dynamo_absent.install()
     import evaluator.dispatch_table  # noqa: F401
     import evaluator.guards  # noqa: F401
     import evaluator.worker  # noqa: F401

@@ -13,7 +13,7 @@ With `--base`, a second checkout's `opforge eval` (e.g. `git worktree add ../bas
 alternating order, so that a change is compared with its base under the same load. The CPU time of each command's
 whole process tree (its reaped children) is printed beside the wall: on a shared machine the wall also holds waits
 for other evaluations' timed phases (the device lock is machine-wide), the CPU time does not. The minor page faults
-of the tree are printed too: on a VM a fresh page can cost 2-12 us (docs/PERFORMANCE.md, 2026-11-25).
+of the tree are printed too: on a VM a fresh page can cost 2-12 us (docs/PERFORMANCE-HISTORY.md, 2026-11-25).
 """
 
 from __future__ import annotations

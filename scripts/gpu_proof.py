@@ -3,7 +3,7 @@ energy, peak memory, the judge's prompt with Nsight Compute metrics, and speed o
 issue 15's claims (scripts/gpu_proof_claims.py): the device warm-up, the timer's empty-call calibration and side-stream
 check, the candidate's GPU memory cap, one timed phase per device.
 
-On the lent GPU machine (`device` tool; see docs/PERFORMANCE.md, "GPU figures", for the recipe):
+On the lent GPU machine (`device` tool; see docs/PERFORMANCE-HISTORY.md, "GPU figures", for the recipe):
 
     python3 scripts/gpu_proof.py --out $OUT                          # every part, about 8 minutes on an H100
     python3 scripts/gpu_proof.py --parts sol --suite ops --out $OUT  # one part

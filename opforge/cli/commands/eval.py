@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evaluator.candidate import Candidate, CandidateFileError, load_candidate
 from evaluator.config import EvalConfig
-from evaluator.result import EvalResult
+from evaluator.result import EvalResult, Status
 from evaluator.task import Task, TaskError, load_task
 from opforge.errors import UsageError
 from opforge.display import format_bytes, format_ms, format_speedup
@@ -81,17 +81,15 @@ def run(args: argparse.Namespace) -> int:
     except (TaskError, CandidateFileError) as exc:
         raise UsageError(str(exc)) from None
     # A native kernel's candidate zygote goes without torch._dynamo (0.8 s of the wait below); one that reaches for it
-    # after all is evaluated again as every other candidate is (`zygote.DYNAMO_ABSENT`).
+    # after all fails as `needs_dynamo` and is evaluated again as every other candidate is (`dynamo_absent.py`).
     from evaluator.warm_start import may_need_dynamo
 
     dynamo = may_need_dynamo(candidate.source)
     result = evaluate_cold(task, candidate, config, args.device, dynamo)
-    if not dynamo and not result.ok:
-        from evaluator.zygote import needs_dynamo_again
-        if needs_dynamo_again(result.reason, result.log):
-            result = evaluate_cold(task, candidate, config, args.device, dynamo=True)
-            result = dataclasses.replace(result, reason=f"{result.reason}; evaluated with torch._dynamo loaded, "
-                                                        "which the candidate reached for")
+    if not dynamo and result.status is Status.NEEDS_DYNAMO:
+        result = evaluate_cold(task, candidate, config, args.device, dynamo=True)
+        result = dataclasses.replace(result, reason=f"{result.reason}; evaluated with torch._dynamo loaded, "
+                                                    "which the candidate reached for")
     if args.json:
         print(json.dumps(result.to_json()))
     else:

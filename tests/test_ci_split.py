@@ -1,0 +1,21 @@
+"""`.ci/run` runs the files in `SERIAL_FILES` alone: a name there that matches no file would leave a file that
+measures the machine running beside others, silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import SERIAL_FILES
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_every_serial_file_exists_and_says_why():
+    for name, why in SERIAL_FILES.items():
+        assert (TESTS / name).is_file(), f"tests/conftest.py: SERIAL_FILES names {name}, which does not exist"
+        assert why.strip(), name
+
+
+def test_the_ci_script_runs_serial_files_alone_after_the_rest():
+    ci = (TESTS.parent / ".ci" / "run").read_text()
+    assert '-m "not serial"' in ci and "-m serial" in ci and "--dist loadfile" in ci
