@@ -55,6 +55,8 @@ class WorkerConnection:
         status = reply.get("status")
         if status == Status.NEEDS_DYNAMO and self.zygote.dynamo:  # only a zygote without dynamo may say so
             raise self._failure(Status.REJECTED, "said it needs torch._dynamo, which its worker has loaded")
+        if status == Status.INFRA_FAILED:  # the runner's word about its own machinery, never a worker's
+            raise self._failure(Status.REJECTED, "claimed an infrastructure failure, which only the runner reports")
         if status == "task_error":
             raise TaskError(f"{self.task_label}: the task fails to load: {reply.get('reason')}")
         if status in _WORKER_STATUSES:

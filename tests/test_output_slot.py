@@ -142,3 +142,21 @@ def test_probe_scales_are_drawn_from_a_continuous_range_not_a_fixed_value():
         scales = {first_sent(Run(variant=0, seed=1, distribution=dist)).scale for _ in range(50)}
         assert len(scales) == 50  # no value a kernel could recognise
         assert all(s is not None and nominal / SCALE_SPREAD <= s <= nominal * SCALE_SPREAD for s in scales)
+
+
+def test_a_worker_that_claims_an_infrastructure_failure_is_refused():
+    """A status the search never stores would let a candidate re-queue itself until its run fails: only the runner
+    reports infrastructure failures, so the candidate's word is a refusal."""
+    import socket
+    from types import SimpleNamespace
+
+    from evaluator.connection import WorkerConnection
+    from evaluator.result import Status
+    from evaluator.wire import Channel
+    ours, theirs = socket.socketpair()
+    handle = SimpleNamespace(sock=ours, outputs=DriverSlot())
+    conn = WorkerConnection(SimpleNamespace(dynamo=True), handle, "n" * 32, "candidate", "relu")  # type: ignore[arg-type]
+    Channel(theirs, "n" * 32).send({"status": "infra_failed", "reason": "the node went away"})
+    with pytest.raises(Refused) as refused:
+        conn.recv(5.0, "a timed call")
+    assert refused.value.status == Status.REJECTED and "only the runner" in refused.value.reason
