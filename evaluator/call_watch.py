@@ -86,9 +86,12 @@ def watched(guards: Guards, observe: bool, seen: dict[str, Any], grants: bool = 
 
 
 def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
-            inputs: list[Any]) -> str | None:
+            inputs: list[Any], glue: bool = False, glue_limit: int | None = None) -> str | None:
     """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
-    outputs whose bytes no kernel stored."""
+    outputs whose bytes no kernel stored. With `glue` (the rule for PyTorch inside a candidate, `torch_rule.py`),
+    PyTorch's compute is the driver's to judge against the reference's; here only a timed call that did more of it
+    than `glue_limit` (the most a checked call did) is refused, and values that PyTorch's compute wrote (a sum of a
+    kernel's output) are not counted as unwritten."""
     if seen.get("threads"):
         return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
                 "harness's sight)")
@@ -97,7 +100,16 @@ def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: d
         return (f"the candidate moved {seen['exported']} values from tensors to the host during a call (numpy or "
                 "Python work at the output's scale): that work must be done by its kernels")
     observer = seen.get("observer")
-    if observer is not None:
+    if observer is not None and glue:
+        work = observer.glue_work()
+        if work is None:
+            return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
+        if glue_limit is not None and work[0] > glue_limit:
+            return (f"a timed call computed more with PyTorch ({', '.join(work[1][:4])}) than any call whose results "
+                    "were checked: the timed calls did other work than the checked ones")
+        if work[0] > 0:
+            return None  # PyTorch's share judged by the driver; its outputs are not a kernel's to write
+    elif observer is not None:
         ops = observer.compute_at_scale(outputs, inputs)
         if ops is None:
             return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"

@@ -44,6 +44,7 @@ class CallObserver:
 
     def __init__(self) -> None:
         self._events: list[tuple[str, Any]] | None = None  # (name, input shapes) of every operator seen
+        self._top: list[tuple[str, Any]] = []
 
     def __enter__(self) -> "CallObserver":
         _enable(_CONFIG)
@@ -58,16 +59,36 @@ class CallObserver:
             self._events = None
             return
         self._events = [(e.name(), e.shapes()) for events in threads for e in events if e.kind() == "push"]
+        self._top = []  # (name, input shapes) of the operators called by the call itself, not from inside another
+        for events in threads:
+            depth = 0
+            for e in events:
+                if e.kind() == "push":
+                    if depth == 0:
+                        self._top.append((e.name(), e.shapes()))
+                    depth += 1
+                elif e.kind() == "pop":
+                    depth = max(depth - 1, 0)
 
     def compute_at_scale(self, outputs: list[Any], inputs: list[Any]) -> list[str] | None:
         """Names of the compute operators that ran on data of the output's size; None when the observation was
-        tampered with (the profiler switched off or restarted inside the call)."""
-        events = self._events
-        if events is None or not any(name == MARKER for name, _ in events):
+        tampered with (the profiler switched off or restarted inside the call). The strict rule ("kernels only")."""
+        observed = self.compute_work()
+        if observed is None:
             return None
+        work, found = observed
         sizes = [o.numel() for o in outputs if isinstance(o, torch.Tensor)]
         largest_input = max((x.numel() for x in inputs if isinstance(x, torch.Tensor)), default=0)
         scale = max(2, min(sizes) if sizes else 2, largest_input // 64)
+        return found if work >= scale else []
+
+    def compute_work(self) -> tuple[int, list[str]] | None:
+        """(PyTorch's compute work in the call, the compute operators' names): each compute operator counts the
+        elements of its largest argument, nested operators too, so the reference measured alike (`torch_rule.py`)
+        counts its decompositions as the candidate's would. None when the observation was tampered with."""
+        events = self._events
+        if events is None or not any(name == MARKER for name, _ in events):
+            return None
         found: set[str] = set()
         work = 0
         for name, shapes in events:
@@ -80,7 +101,30 @@ class CallObserver:
             if size > 1:
                 work += size
                 found.add(name)
-        return sorted(found) if work >= scale else []
+        return work, sorted(found)
+
+
+    def glue_work(self) -> tuple[int, list[str]] | None:
+        """(the elements that PyTorch's compute operators read, the operators' names), operators called from
+        inside another left out: the measure of the rule for PyTorch inside a candidate (`torch_rule.py`), taken of
+        the reference's call alike, so a fused operator (mse_loss) counts what it reads, not its inner steps.
+        None when the observation was tampered with."""
+        events = self._events
+        if events is None or not any(name == MARKER for name, _ in events):
+            return None
+        found: set[str] = set()
+        work = 0
+        for name, shapes in self._top:
+            if not name.startswith("aten::"):
+                continue
+            short = name[6:]
+            if short in FREE_OPS or short.rstrip("_") in FREE_OPS:
+                continue
+            size = sum(_numel(shape) for shape in (shapes or ()))
+            if size > 1:
+                work += size
+                found.add(name)
+        return work, sorted(found)
 
 
 def _numel(shape: Any) -> int:
