@@ -107,8 +107,9 @@ def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: d
         if glue_limit is not None and work[0] > glue_limit:
             return (f"a timed call computed more with PyTorch ({', '.join(work[1][:4])}) than any call whose results "
                     "were checked: the timed calls did other work than the checked ones")
-        if work[0] > 0:
-            return None  # PyTorch's share judged by the driver; its outputs are not a kernel's to write
+        # PyTorch's share is the driver's to judge; output values that its compute wrote (no more of them than the
+        # elements it read) are not a kernel's to write
+        return unwritten_output(guards, outputs, kernels, seen.get("grants", True), allowance=work[0])
     elif observer is not None:
         ops = observer.compute_at_scale(outputs, inputs)
         if ops is None:
@@ -130,17 +131,21 @@ def output_scale(outputs: list[Any], inputs: list[Any]) -> int:
     return max(2, min(sizes) if sizes else 2, largest_input // 64)
 
 
-def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int], grants: bool = True) -> str | None:
+def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int], grants: bool = True,
+                     allowance: int = 0) -> str | None:
     """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
     that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
     write outside the ledger, so a call that used one is not judged here. `grants`: whether the call ran with the
-    copy grants (a source that does not name Triton runs without)."""
+    copy grants (a source that does not name Triton runs without). `allowance`: under the rule for PyTorch inside a
+    candidate, the elements PyTorch's compute read in the call: at most that many values of the outputs may be its."""
     if not guards.stores_accounted or any(not k.startswith("triton:") for k in kernels):
         return None
     for i, out in enumerate(outputs):
         if guards.exact_type(out) is guards.tensor_type and out.device.type == "cpu":
             missing = guards.ledger.uncovered(out)
-            if missing:
+            allowed = min(allowance, missing)
+            allowance -= allowed
+            if missing > allowed:
                 why = "" if grants else (" (the candidate's source does not name Triton, so PyTorch's copies of "
                                          "its kernels' outputs did not count as theirs)")
                 return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "
