@@ -44,7 +44,7 @@ class CallObserver:
 
     def __init__(self) -> None:
         self._events: list[tuple[str, Any]] | None = None  # (name, input shapes) of every operator seen
-        self._top: list[tuple[str, Any]] = []
+        self._top: list[tuple[str, int]] = []  # (name, elements read) of the outermost compute operators
 
     def __enter__(self) -> "CallObserver":
         _enable(_CONFIG)
@@ -59,16 +59,21 @@ class CallObserver:
             self._events = None
             return
         self._events = [(e.name(), e.shapes()) for events in threads for e in events if e.kind() == "push"]
-        self._top = []  # (name, input shapes) of the operators called by the call itself, not from inside another
+        # The outermost compute operators: each counted unless an operator around it was; an operator that counts
+        # nothing (a custom operator of another namespace, einsum's tensor list whose shapes the profiler does not
+        # record, a copy) leaves the operators inside it to count.
+        self._top = []
         for events in threads:
-            depth = 0
+            counted: list[bool] = []  # per open operator: whether it or one around it was counted
             for e in events:
                 if e.kind() == "push":
-                    if depth == 0:
-                        self._top.append((e.name(), e.shapes()))
-                    depth += 1
-                elif e.kind() == "pop":
-                    depth = max(depth - 1, 0)
+                    inside = bool(counted) and counted[-1]
+                    size = _compute_size(e.name(), e.shapes())
+                    if not inside and size > 1:
+                        self._top.append((e.name(), size))
+                    counted.append(inside or size > 1)
+                elif e.kind() == "pop" and counted:
+                    counted.pop()
 
     def compute_at_scale(self, outputs: list[Any], inputs: list[Any]) -> list[str] | None:
         """Names of the compute operators that ran on data of the output's size; None when the observation was
@@ -112,19 +117,17 @@ class CallObserver:
         events = self._events
         if events is None or not any(name == MARKER for name, _ in events):
             return None
-        found: set[str] = set()
-        work = 0
-        for name, shapes in self._top:
-            if not name.startswith("aten::"):
-                continue
-            short = name[6:]
-            if short in FREE_OPS or short.rstrip("_") in FREE_OPS:
-                continue
-            size = sum(_numel(shape) for shape in (shapes or ()))
-            if size > 1:
-                work += size
-                found.add(name)
-        return work, sorted(found)
+        return sum(size for _, size in self._top), sorted({name for name, _ in self._top})
+
+
+def _compute_size(name: str, shapes: Any) -> int:
+    """The elements a compute operator reads (its tensor arguments' elements); 0 for what is not ATen compute."""
+    if not name.startswith("aten::"):
+        return 0
+    short = name[6:]
+    if short in FREE_OPS or short.rstrip("_") in FREE_OPS:
+        return 0
+    return sum(_numel(shape) for shape in (shapes or ()))
 
 
 def _numel(shape: Any) -> int:
