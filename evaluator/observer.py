@@ -110,9 +110,9 @@ class CallObserver:
 
 
     def glue_work(self) -> tuple[int, list[str]] | None:
-        """(the elements that PyTorch's compute operators read, the operators' names), operators called from
-        inside another left out: the measure of the rule for PyTorch inside a candidate (`torch_rule.py`), taken of
-        the reference's call alike, so a fused operator (mse_loss) counts what it reads, not its inner steps.
+        """(the elements that PyTorch's outermost compute operators read, their names): the measure of the rule for
+        PyTorch inside a candidate (`torch_rule.py`), taken of the reference's call alike, so a fused operator
+        (mse_loss) counts what it reads, not its inner steps.
         None when the observation was tampered with."""
         events = self._events
         if events is None or not any(name == MARKER for name, _ in events):

@@ -3,9 +3,10 @@
 Kernels must do the work the reference does. PyTorch may allocate, view, copy, cast and lay out data freely
 (`observer.FREE_OPS`), and may compute a small share of the call: its compute operators may read at most
 `GLUE_SHARE` of the elements that the reference's compute operators read on the same inputs. Both sides are measured
-by the same observer (`CallObserver.glue_work`): every compute operator the call itself called counts the elements
-of its tensor arguments; operators called from inside another are left out, so a fused operator (mse_loss) counts
-what it reads once, in the reference as in the candidate.
+by the same observer (`CallObserver.glue_work`): the outermost compute operators count the elements of their tensor
+arguments; operators called from inside one that counted are left out, so a fused operator (mse_loss) counts what it
+reads once, in the reference as in the candidate, while the operators inside one that counts nothing (a custom
+operator of another namespace, einsum's tensor list) count.
 
 Accepted (glue): the sum or mean of a kernel's per-element loss (mse: half the reference's reads, kl_div: a third,
 cross-entropy: 1/C), a sort or a top-k feeding a kernel, a log of an input, a bias added to a matmul's output.
