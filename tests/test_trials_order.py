@@ -130,3 +130,22 @@ def test_a_failure_the_exact_answer_overturns_continues_with_the_run_ahead_read_
     assert checked.failure is None and len(checked.trials) == len(trials)
     assert [r.get("exact") for r in checked.trials][:3] == [None, True, None]
     assert not ref.pending and not cand.pending
+
+
+def test_a_timed_recheck_the_exact_answer_overturns_goes_on_to_the_later_calls():
+    from evaluator.trials import recheck_timed
+
+    def reference(cmd: Run) -> list[torch.Tensor]:
+        out = _outputs(cmd)
+        if cmd.exact:
+            return [out[0].double()]
+        return [out[0] + 5.0] if cmd.seed == 11 else out
+
+    events: list[tuple[str, str, Run]] = []
+    ref = FakeWorker("reference", events, reference)
+    kept = [(seed, _outputs(Run(variant=0, seed=seed))) for seed in (11, 12, 13)]
+    assert recheck_timed(ref, kept, EvalConfig(), None) is None  # type: ignore[arg-type]
+    assert not ref.pending
+    wrong = [(12, [kept[1][1][0] + 5.0]), (13, kept[2][1])]
+    found = recheck_timed(ref, kept[:1] + wrong, EvalConfig(), None)  # type: ignore[arg-type]
+    assert found is not None and "exact (float64) answer" in found and not ref.pending
