@@ -86,9 +86,12 @@ def watched(guards: Guards, observe: bool, seen: dict[str, Any], grants: bool = 
 
 
 def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: dict[str, Any],
-            inputs: list[Any]) -> str | None:
+            inputs: list[Any], glue: bool = False, glue_limit: int | None = None) -> str | None:
     """What the watch of one call found: threads started, PyTorch computing on data of the output's size, or
-    outputs whose bytes no kernel stored."""
+    outputs whose bytes no kernel stored. With `glue` (the rule for PyTorch inside a candidate, `torch_rule.py`),
+    PyTorch's compute is the driver's to judge against the reference's; here only a timed call that did more of it
+    than `glue_limit` (the most a checked call did) is refused, and values that PyTorch's compute wrote (a sum of a
+    kernel's output) are not counted as unwritten."""
     if seen.get("threads"):
         return (f"the candidate started {seen['threads']} thread(s) during a call (work there is out of the "
                 "harness's sight)")
@@ -97,7 +100,17 @@ def problem(guards: Guards, outputs: list[Any], kernels: dict[str, int], seen: d
         return (f"the candidate moved {seen['exported']} values from tensors to the host during a call (numpy or "
                 "Python work at the output's scale): that work must be done by its kernels")
     observer = seen.get("observer")
-    if observer is not None:
+    if observer is not None and glue:
+        work = observer.glue_work()
+        if work is None:
+            return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
+        if glue_limit is not None and work[0] > glue_limit:
+            return (f"a timed call computed more with PyTorch ({', '.join(work[1][:4])}) than any call whose results "
+                    "were checked: the timed calls did other work than the checked ones")
+        # PyTorch's share is the driver's to judge; output values that its compute wrote (no more of them than the
+        # elements it read) are not a kernel's to write
+        return unwritten_output(guards, outputs, kernels, seen.get("grants", True), allowance=work[0])
+    elif observer is not None:
         ops = observer.compute_at_scale(outputs, inputs)
         if ops is None:
             return "the candidate switched PyTorch's profiler off during a call (it observes the call's work)"
@@ -118,17 +131,21 @@ def output_scale(outputs: list[Any], inputs: list[Any]) -> int:
     return max(2, min(sizes) if sizes else 2, largest_input // 64)
 
 
-def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int], grants: bool = True) -> str | None:
+def unwritten_output(guards: Guards, outputs: list[Any], kernels: dict[str, int], grants: bool = True,
+                     allowance: int = 0) -> str | None:
     """Under the interpreter, for a call whose launches were all Triton kernels: the first output holding bytes
     that no kernel stored (work done on the host, by PyTorch, in another thread...). Native and CUDA kernels
     write outside the ledger, so a call that used one is not judged here. `grants`: whether the call ran with the
-    copy grants (a source that does not name Triton runs without)."""
+    copy grants (a source that does not name Triton runs without). `allowance`: under the rule for PyTorch inside a
+    candidate, the elements PyTorch's compute read in the call: at most that many values of the outputs may be its."""
     if not guards.stores_accounted or any(not k.startswith("triton:") for k in kernels):
         return None
     for i, out in enumerate(outputs):
         if guards.exact_type(out) is guards.tensor_type and out.device.type == "cpu":
             missing = guards.ledger.uncovered(out)
-            if missing:
+            allowed = min(allowance, missing)
+            allowance -= allowed
+            if missing > allowed:
                 why = "" if grants else (" (the candidate's source does not name Triton, so PyTorch's copies of "
                                          "its kernels' outputs did not count as theirs)")
                 return (f"{missing} of the {out.numel()} values of output {i} were not written by any kernel "

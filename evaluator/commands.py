@@ -47,6 +47,7 @@ class Load(_Wire):
     build_mode: str = "check"
     collect: bool = False
     copy_grants: bool = True
+    torch_glue: bool = False  # the rule for PyTorch inside a candidate (torch_rule.py); False: kernels only
     harness_library: str | None = None
 
 
@@ -55,7 +56,7 @@ class Run(_Wire):
     """One correctness call on fresh inputs from `seed`, outputs sent back. `distribution`: task | normal | large |
     perturbed, at `scale` where it has one. `prime_seed`: call once on those inputs first (`reuse_tensors`: then
     refill the same tensors). The degenerate-task probes (reference only): `init_seed` builds the model from other
-    weights, `fresh_input` redraws one input from `fresh_seed`."""
+    weights, `fresh_input` redraws one input from `fresh_seed`, `exact` runs the float64 reference."""
 
     NAME: ClassVar[str] = "run"
     variant: int
@@ -69,6 +70,7 @@ class Run(_Wire):
     init_seed: int | None = None
     fresh_input: int | None = None
     fresh_seed: int | None = None
+    exact: bool = False  # reference only: the forward in float64 on the same inputs in float64 (exact_reference.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class EvalConfig:
     device: str = "auto"                  # auto | cpu | cuda
     allow_torch: bool = False             # admit candidates that launch no custom kernel ("anything goes" track)
+    kernels_only: bool = False            # the strict rule: no PyTorch compute at the output's scale (torch_rule.py)
     compile_timeout_s: float = 180.0      # importing the candidate and building its kernels
     run_timeout_s: float = 120.0          # each later phase (correctness, timing) separately
     memory_limit_bytes: int = 16 * 2**30  # address-space limit of the candidate process (host memory)

@@ -42,6 +42,7 @@ from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.sandbox import Zygote
 from evaluator.task import Task, TaskError
 from evaluator.task_check import TaskReport, check_task
+from evaluator.torch_rule import rule_name
 from evaluator.trials import (Checked, Loaded, Profiled, Timed, TrialRuns, ask_first_trial, plan, recheck_timed,
                               refuse_other_work_when_timed, run_trials)
 from evaluator.warm_start import WarmZygotes, hidden_caches
@@ -225,6 +226,9 @@ class LocalEvaluator:
         reason += f"; no peak memory: {peaks.problem}" if peaks is not None and peaks.problem else ""
         peak_bytes, ref_peak_bytes = ((peaks.candidate_bytes, peaks.reference_bytes) if peaks is not None else
                                       (checked.peak_memory_bytes, checked.reference_peak_memory_bytes))
+        rule = rule_name(cfg.allow_torch, cfg.kernels_only)
+        reason += (f"; PyTorch computed {checked.torch_share:.0%} of the reference's work (rule: {rule})"
+                   if checked.torch_share else "")
         return EvalResult(Status.OK, reason, candidate_ms=m.candidate_ms, reference_ms=m.reference_ms,
                           compiled_reference_ms=compiled_ms,
                           max_abs_error=checked.max_abs_error, max_rel_error=checked.max_rel_error,
@@ -233,7 +237,8 @@ class LocalEvaluator:
                           reference_energy_j=ref_energy.energy_j if ref_energy else None,
                           power_w=cand_energy.power_w if cand_energy else None,
                           profile=MappingProxyType(profiled.metrics), device=dev, backend=backend,
-                          suspicious=confirmed.suspicious, trials=checked.trials)
+                          suspicious=confirmed.suspicious, trials=checked.trials, torch_rule=rule,
+                          torch_share=checked.torch_share)
 
     def _start_reference(self, kind: str, cfg: EvalConfig, task: Task,
                          load: Load) -> tuple[WorkerConnection, dict[str, Any], TrialRuns]:
@@ -255,6 +260,7 @@ class LocalEvaluator:
                     init_seeds=tuple(fresh_seed() for _ in range(64)),
                     interpreter_shape=runs_in_triton_interpreter(candidate.source, kind),
                     require_kernels=not cfg.allow_torch, copy_grants=names_triton(candidate.source),
+                    torch_glue=not cfg.kernels_only,
                     harness_library=harness_library.library_text())
 
     def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, reply: dict[str, Any],

@@ -44,6 +44,7 @@ class CallObserver:
 
     def __init__(self) -> None:
         self._events: list[tuple[str, Any]] | None = None  # (name, input shapes) of every operator seen
+        self._top: list[tuple[str, int]] = []  # (name, elements read) of the outermost compute operators
 
     def __enter__(self) -> "CallObserver":
         _enable(_CONFIG)
@@ -58,16 +59,41 @@ class CallObserver:
             self._events = None
             return
         self._events = [(e.name(), e.shapes()) for events in threads for e in events if e.kind() == "push"]
+        # The outermost compute operators: each counted unless an operator around it was; an operator that counts
+        # nothing (a custom operator of another namespace, einsum's tensor list whose shapes the profiler does not
+        # record, a copy) leaves the operators inside it to count.
+        self._top = []
+        for events in threads:
+            counted: list[bool] = []  # per open operator: whether it or one around it was counted
+            for e in events:
+                if e.kind() == "push":
+                    inside = bool(counted) and counted[-1]
+                    size = _compute_size(e.name(), e.shapes())
+                    if not inside and size > 1:
+                        self._top.append((e.name(), size))
+                    counted.append(inside or size > 1)
+                elif e.kind() == "pop" and counted:
+                    counted.pop()
 
     def compute_at_scale(self, outputs: list[Any], inputs: list[Any]) -> list[str] | None:
         """Names of the compute operators that ran on data of the output's size; None when the observation was
-        tampered with (the profiler switched off or restarted inside the call)."""
-        events = self._events
-        if events is None or not any(name == MARKER for name, _ in events):
+        tampered with (the profiler switched off or restarted inside the call). The strict rule ("kernels only")."""
+        observed = self.compute_work()
+        if observed is None:
             return None
+        work, found = observed
         sizes = [o.numel() for o in outputs if isinstance(o, torch.Tensor)]
         largest_input = max((x.numel() for x in inputs if isinstance(x, torch.Tensor)), default=0)
         scale = max(2, min(sizes) if sizes else 2, largest_input // 64)
+        return found if work >= scale else []
+
+    def compute_work(self) -> tuple[int, list[str]] | None:
+        """(PyTorch's compute work in the call, the compute operators' names): each compute operator counts the
+        elements of its largest argument, nested operators too, so the reference measured alike (`torch_rule.py`)
+        counts its decompositions as the candidate's would. None when the observation was tampered with."""
+        events = self._events
+        if events is None or not any(name == MARKER for name, _ in events):
+            return None
         found: set[str] = set()
         work = 0
         for name, shapes in events:
@@ -80,7 +106,28 @@ class CallObserver:
             if size > 1:
                 work += size
                 found.add(name)
-        return sorted(found) if work >= scale else []
+        return work, sorted(found)
+
+
+    def glue_work(self) -> tuple[int, list[str]] | None:
+        """(the elements that PyTorch's outermost compute operators read, their names): the measure of the rule for
+        PyTorch inside a candidate (`torch_rule.py`), taken of the reference's call alike, so a fused operator
+        (mse_loss) counts what it reads, not its inner steps.
+        None when the observation was tampered with."""
+        events = self._events
+        if events is None or not any(name == MARKER for name, _ in events):
+            return None
+        return sum(size for _, size in self._top), sorted({name for name, _ in self._top})
+
+
+def _compute_size(name: str, shapes: Any) -> int:
+    """The elements a compute operator reads (its tensor arguments' elements); 0 for what is not ATen compute."""
+    if not name.startswith("aten::"):
+        return 0
+    short = name[6:]
+    if short in FREE_OPS or short.rstrip("_") in FREE_OPS:
+        return 0
+    return sum(_numel(shape) for shape in (shapes or ()))
 
 
 def _numel(shape: Any) -> int:

@@ -107,6 +107,8 @@ class EvalResult:
     log: str = ""
     suspicious: bool = False
     trials: tuple[Mapping[str, Any], ...] = ()
+    torch_rule: str | None = None  # the rule for PyTorch inside the candidate it ran under (torch_rule.py)
+    torch_share: float | None = None  # PyTorch's compute as a share of the reference's, the most of any trial
 
     @property
     def speedup(self) -> float | None:
@@ -167,6 +169,8 @@ class EvalResult:
             "device": asdict(self.device),
             "backend": self.backend,
             "trials": [dict(t) for t in self.trials],
+            "torch_rule": self.torch_rule,
+            "torch_share": self.torch_share,
             "log": self.log,
         }
 
@@ -192,6 +196,8 @@ class EvalResult:
             log=data.get("log", ""),
             suspicious=bool(data.get("suspicious", False)),
             trials=tuple(data.get("trials") or ()),
+            torch_rule=data.get("torch_rule"),
+            torch_share=data.get("torch_share"),
         )
 
 

@@ -18,12 +18,14 @@ import torch
 from evaluator.commands import Load, Run
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
-from evaluator.correctness import compare
+from evaluator.correctness import Comparison, compare
 from evaluator.energy import EnergyFigure
+from evaluator.exact_reference import NO_EXACT, judge, no_exact, retriable
 from evaluator.gpu_memory import steady_peak
 from evaluator.measure import Measurement, fresh_seed
 from evaluator.probes import all_finite, expected_in_domain, first_sent
 from evaluator.result import Status
+from evaluator.torch_rule import refuse_torch_share, torch_share
 from evaluator.worker_cpu import WorkerThreads
 
 
@@ -48,6 +50,7 @@ class Checked:
     reference_peak_memory_bytes: int | None
     notes: tuple[str, ...]
     failure: str | None = None
+    torch_share: float | None = None  # the most PyTorch computed in a trial, as a share of the reference (None: unseen)
 
 
 def plan(cfg: EvalConfig, n_variants: int) -> tuple[Trial, ...]:
@@ -94,10 +97,13 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
     peaks: list[tuple[Any, Any]] = []  # (candidate, reference) per plain trial of the benchmark shape
     notes: set[str] = set()  # facts the worker reports for the verdict (autotune under the interpreter)
     task_finite = True  # whether the task's own inputs gave a finite reference (probes must stay so)
+    torch_shares: list[float] = []  # PyTorch's compute as a share of the reference's, per trial (torch_rule.py)
+    stashed: list[tuple[dict[str, Any], list[torch.Tensor]]] = []  # the run ahead's reply, read before an exact one
 
     def checked(failure: str | None = None) -> Checked:
         peak, ref_peak = steady_peak(peaks)
-        return Checked(tuple(records), worst_abs, worst_rel, fewest, peak, ref_peak, tuple(sorted(notes)), failure)
+        return Checked(tuple(records), worst_abs, worst_rel, fewest, peak, ref_peak, tuple(sorted(notes)), failure,
+                       max(torch_shares, default=None))
 
     for i, (trial, run) in enumerate(zip(trials, runs)):
         record: dict[str, Any] = {"variant": trial.variant, "distribution": trial.distribution, "probe": trial.probe}
@@ -110,7 +116,8 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
             # The reference's outputs cannot change what the candidate is asked (no redraw on the task's own
             # inputs), so both workers compute at once.
             cand.ask(primed)
-        in_domain = _resolve_expected(ref, run, cfg, task_finite, runs[i + 1] if i + 1 < len(runs) else None)
+        in_domain = _resolve_expected(ref, run, cfg, task_finite, runs[i + 1] if i + 1 < len(runs) else None,
+                                      stashed)
         if in_domain is None:
             records.append(record | {"skipped": "the reference is not finite on these inputs, though it is on "
                                                 "the task's own"})
@@ -125,11 +132,20 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         notes.update(str(n) for n in got_reply.get("notes") or ())
         if not cfg.allow_torch:
             refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(expected_reply.get("ops", [])))
+            share = torch_share(got_reply, expected_reply)
+            if share is not None:
+                record["torch_share"] = share
+                refuse_torch_share(i, share, got_reply)
+                torch_shares.append(share)
         if trial == Trial(0, "task"):
             peaks.append((got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")))
             kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
             fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
         verdict = compare(expected, got, tolerance, scaled_atol=trial.distribution == "large")
+        if retriable(verdict):
+            verdict = against_exact(ref, run, cfg, expected, got, tolerance, trial.distribution == "large", verdict,
+                                    stashed if i + 1 < len(runs) else None)
+            record["exact"] = verdict.ok
         if trial.distribution != "large":
             worst_abs, worst_rel = max(worst_abs, verdict.max_abs_error), max(worst_rel, verdict.max_rel_error)
         records.append(record | {"max_abs_error": verdict.max_abs_error, "max_rel_error": verdict.max_rel_error,
@@ -142,28 +158,56 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
     return checked()
 
 
-def _resolve_expected(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool,
-                      ahead: Run | None) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
+def _resolve_expected(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool, ahead: Run | None,
+                      stashed: list[tuple[dict[str, Any], list[torch.Tensor]]] | None = None,
+                      ) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
     """The reference's outputs for `run` (asked already), redrawn smaller where a probe leaves its domain
     (`probes.expected_in_domain`); then the next trial's run is asked at once, so that the reference computes it
     while the candidate computes this one and the driver compares. The reference's requests keep their order, and a
     trial is still judged before any later one: a failure ends the trials with the run ahead unread."""
-    reply, expected = ref.recv(cfg.run_timeout_s, "computing expected outputs")
+    reply, expected = stashed.pop(0) if stashed else ref.recv(cfg.run_timeout_s, "computing expected outputs")
     resolved = expected_in_domain(ref, run, cfg, task_finite, (reply, expected))
     if ahead is not None:
         ref.ask(ahead)
     return resolved
 
 
+def against_exact(ref: WorkerConnection, run: Run, cfg: EvalConfig, expected: list[torch.Tensor],
+                  got: list[torch.Tensor], tolerance: dict[str, float] | None, scaled_atol: bool, plain: Comparison,
+                  stashed: list[tuple[dict[str, Any], list[torch.Tensor]]] | None) -> Comparison:
+    """A failed comparison judged again against the float64 reference (`exact_reference.py`). `stashed`: where
+    the reference has the next trial's run asked already, its reply is read first and kept there."""
+    ref.ask(replace(run, exact=True, trace=False, prime_seed=None, reuse_tensors=False))
+    if stashed is not None:
+        stashed.append(ref.recv(cfg.run_timeout_s, "computing expected outputs"))
+    reply, exact = ref.recv(cfg.run_timeout_s, "computing the float64 reference")
+    if reply.get("status") == NO_EXACT:
+        return no_exact(plain, str(reply.get("reason") or "no reason given"))
+    return judge(expected, got, exact, tolerance, scaled_atol, plain)
+
+
 def recheck_timed(ref: WorkerConnection, kept: list[tuple[int, list[torch.Tensor]]], cfg: EvalConfig,
                   tolerance: dict[str, float] | None) -> str | None:
     """The reference recomputes each timed call whose outputs came back; the first mismatch's reason, or None.
-    Every recompute is asked for at once: the reference computes the next while the driver compares."""
+    Every recompute is asked for at once: the reference computes the next while the driver compares. A mismatch
+    is judged again against the float64 reference once the recomputes still asked are read."""
     for seed, _ in kept:
         ref.ask(Run(variant=0, seed=seed))
-    for _, got in kept:
+    replies = len(kept)
+    for index, (seed, got) in enumerate(kept):
         _, expected = ref.recv(cfg.run_timeout_s, "recomputing a timed call")
+        replies -= 1
         verdict = compare(expected, got, tolerance)
+        if retriable(verdict):
+            while replies:  # the recomputes still on their way, read before the float64 one
+                ref.recv(cfg.run_timeout_s, "recomputing a timed call")
+                replies -= 1
+            rest = kept[index + 1:]
+            verdict = against_exact(ref, Run(variant=0, seed=seed), cfg, expected, got, tolerance, False, verdict,
+                                    None)
+            if verdict.ok and rest:
+                del expected
+                return recheck_timed(ref, rest, cfg, tolerance)
         del expected  # before the next recompute arrives (as in `run_trials`)
         if not verdict.ok:
             return ("a timed call on fresh inputs returned a wrong result (cached results or work left running past "

@@ -14,12 +14,14 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import call_watch, harness_library, interpreter_gaps, memory_calls, timed_calls, timing, torch_profile
+from evaluator import (call_watch, exact_reference, harness_library, interpreter_gaps, memory_calls, timed_calls, timing,
+                       torch_profile)
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
 from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
 from evaluator.dynamo_absent import mark
 from evaluator.guards import Guards
+from evaluator.observer import CallObserver
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
 from evaluator.line_flush import LineFlush
@@ -60,6 +62,9 @@ class Worker:
         self.reference_states: dict[int, dict[str, torch.Tensor]] = {}  # candidate: the reference's weights
         self.require_kernels = False  # outputs must be written by kernels (the driver's, unless --allow-torch)
         self.copy_grants = True  # the ledger's copy grants in the watch (the driver's, for the whole evaluation)
+        self.torch_glue = False  # the rule for PyTorch inside a candidate (torch_rule.py), else kernels only
+        self.torch_work_checked = 0
+        self.in_checked_call = False  # a correctness call's watch (cmd_run), not a timed one
 
     # -- commands -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -103,6 +108,8 @@ class Worker:
         self.init_seeds = [int(s) for s in cmd.init_seeds]
         self.compiled = cmd.compile
         self.require_kernels = cmd.require_kernels
+        self.torch_glue = cmd.torch_glue
+        self.torch_work_checked = 0  # the most PyTorch compute a checked call did (timed calls may do no more)
         self.copy_grants = cmd.copy_grants
         self.timer = timing.CallTimer(device, flush=LineFlush.of(library) if device.type == "cpu" else None)
         self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
@@ -153,6 +160,9 @@ class Worker:
         rt, timer = self.rt, self.timer
         assert rt is not None and timer is not None
         variant = int(cmd.variant)
+        if cmd.exact and self.role == "reference":
+            self._run_exact(cmd)
+            return
         model = self._model(variant)
         probe: dict[str, Any] = {}  # the degenerate-task check (`task check`, reference only): other weights or input
         if cmd.init_seed is not None and self.role == "reference":
@@ -178,7 +188,9 @@ class Worker:
         # The reference's op names (for reports); the candidate is observed by what its calls compute instead.
         trace = OpTrace() if cmd.trace and not self.enforce else None
         seen: dict[str, Any] = {}
-        with torch.set_grad_enabled(self.grad), self._watched(True, seen):
+        # The reference's PyTorch work, measured as the candidate's is: the yardstick of the rule (torch_rule.py).
+        measured = CallObserver() if self.role == "reference" and self.require_kernels and self.torch_glue else None
+        with torch.set_grad_enabled(self.grad), self._watched(True, seen), measured or contextlib.nullcontext():
             if trace is not None:
                 with trace:
                     out = model(*inputs)
@@ -199,11 +211,20 @@ class Worker:
             report["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - base_bytes)
         kernels = self.guards.launches_since(launches0)
         report["launches"], report["kernels"] = sum(kernels.values()), kernels
+        glue = (measured.glue_work() if measured is not None else
+                seen["observer"].glue_work() if self.torch_glue and seen.get("observer") is not None else None)
+        if glue is not None:
+            report["torch_work"], report["torch_ops"] = glue
+            self.torch_work_checked = max(self.torch_work_checked, glue[0])
         if rt.device.type == "meta":  # shapes only: nothing to compare, nothing to send
             self.send(report)
             return
-        problem = self._problem(outputs, inputs, before) + (self._call_problem(outputs, kernels, seen, inputs),
-                                                             self._refuse_reason())
+        self.in_checked_call = True
+        try:
+            call_problem = self._call_problem(outputs, kernels, seen, inputs)
+        finally:
+            self.in_checked_call = False
+        problem = self._problem(outputs, inputs, before) + (call_problem, self._refuse_reason())
         if self.enforce and any(problem):
             self.send({"status": "rejected", "reason": next(p for p in problem if p)})
             return
@@ -212,6 +233,25 @@ class Worker:
             self.send({"status": "incorrect", "reason": "the forward returned something that is not a tensor"})
             return
         self.send(report, tensors)
+
+    def _run_exact(self, cmd: Run) -> None:
+        """The reference's forward in float64 on the same inputs in float64 (`exact_reference.py`); where an
+        operator has no float64 path, a `no-exact` status saying why."""
+        assert self.rt is not None
+        variant = int(cmd.variant)
+        try:  # the model first: building it reseeds, and the inputs' draw leaves the RNG as a plain run's forward sees
+            model = exact_reference.float64_model(self.rt.reference_model(variant, self.init_seeds[variant]))
+            inputs = self.rt.inputs(variant, int(cmd.seed), cmd.distribution,
+                                    NORMAL_SCALE if cmd.scale is None else float(cmd.scale))
+            with torch.set_grad_enabled(self.grad):
+                outputs = as_outputs(model(*[exact_reference.as_float64(x) for x in inputs]))
+        except Exception as exc:  # noqa: BLE001 - an operator without a double kernel: the plain verdict stands
+            self.send({"status": exact_reference.NO_EXACT, "reason": one_line(exc)})
+            return
+        if not all(isinstance(o, torch.Tensor) for o in outputs):
+            self.send({"status": exact_reference.NO_EXACT, "reason": "the forward returned something not a tensor"})
+            return
+        self.send({"status": "ran"}, [o.detach().contiguous() for o in outputs])
 
     def cmd_time(self, cmd: Time) -> None:
         timed_calls.time_calls(self, cmd)
@@ -313,7 +353,12 @@ class Worker:
                       inputs: list[Any]) -> str | None:
         if not (self.enforce and self.require_kernels):
             return None
-        return call_watch.problem(self.guards, outputs, kernels, seen, inputs)
+        if not self.torch_glue:
+            return call_watch.problem(self.guards, outputs, kernels, seen, inputs)
+        # The rule for PyTorch inside a candidate: its share is judged by the driver on checked calls; a timed call
+        # may do no more PyTorch compute than the most a checked call did (the driver never saw it).
+        limit = None if self.in_checked_call else self.torch_work_checked
+        return call_watch.problem(self.guards, outputs, kernels, seen, inputs, glue_limit=limit, glue=True)
 
     def _clone(self, t: torch.Tensor) -> torch.Tensor:
         return self.guards.clone(t).detach()

@@ -129,3 +129,35 @@ def test_a_triton_only_call_without_grants_is_judged_more_strictly():
             assert found is None
         else:
             assert found is not None and "6 of the 6 values" in found and "does not name Triton" in found
+
+
+def _glue_call(reduce: Any) -> str | None:
+    """A Triton-only call observed under the rule for PyTorch inside a candidate: the kernel stores a row of squared
+    differences, `reduce` (PyTorch) makes the output from them."""
+    guards = Guards()
+    guards.stores_accounted = True
+    sq, kernels = torch.arange(64, dtype=torch.float32), {"triton:squared_diff": 1}
+    seen: dict[str, Any] = {}
+    with call_watch.watched(guards, True, seen, True):
+        ptrs = sq.data_ptr() + np.arange(64, dtype=np.uint64) * 4
+        guards.ledger.record_elements(ptrs, sq.numpy(), None)
+        out = reduce(sq)
+    return call_watch.problem(guards, [out], kernels, seen, [sq], glue=True)
+
+
+def test_a_scalar_that_pytorch_summed_from_a_kernels_output_is_not_unwritten_under_the_rule():
+    assert _glue_call(torch.sum) is None
+    # more output values than PyTorch's compute read stay unwritten: not values its compute could have made
+    found = _glue_call(lambda sq: (torch.sum(sq[:2]), torch.linspace(0.0, 1.0, 64))[1])
+    assert found is not None and "of the 64 values of output 0 were not written by any kernel" in found
+
+
+def test_a_timed_call_may_not_compute_more_with_pytorch_than_a_checked_one():
+    guards = Guards()
+    x = torch.randn(256)
+    seen: dict[str, Any] = {}
+    with call_watch.watched(guards, True, seen, False):
+        out = torch.sum(x)
+    assert call_watch.problem(guards, [out], {"cpp:k": 1}, seen, [x], glue=True, glue_limit=256) is None
+    found = call_watch.problem(guards, [out], {"cpp:k": 1}, seen, [x], glue=True, glue_limit=100)
+    assert found is not None and "timed call computed more with PyTorch" in found

@@ -88,7 +88,10 @@ def test_each_trial_is_judged_before_any_later_one():
     assert checked.failure is not None and checked.failure.startswith("trial 2 ")
     assert [r.get("ok") for r in checked.trials] == [True, False]
     assert len([e for e in events if e[0] == "candidate" and e[1] == "ask"]) == 2  # never asked the third
-    assert len(ref.pending) == 1  # the third trial's run, asked ahead and left unread
+    # The failure was judged again against the float64 reference (`exact_reference.py`): the third trial's run,
+    # asked ahead, was read before that answer, and nothing is left unread
+    assert [cmd.exact for role, what, cmd in events if role == "reference" and what == "ask"][-1] is True
+    assert not ref.pending
 
 
 def test_a_first_trial_asked_ahead_is_read_and_not_asked_again():
@@ -107,3 +110,43 @@ def test_a_first_trial_asked_ahead_is_read_and_not_asked_again():
     cand_asked = [cmd for role, what, cmd in events if role == "candidate" and what == "ask"]
     assert cand_asked[0] == asked.runs[0]  # and the candidate gets the very run the reference computed
     assert not ref.pending and not cand.pending
+
+
+def test_a_failure_the_exact_answer_overturns_continues_with_the_run_ahead_read_first():
+    # The reference's float32 answer is off at the second trial; its float64 answer is the candidate's, so the
+    # trial passes and the next one is judged on the reply that was read (and kept) before the float64 one.
+    seen: list[Run] = []
+
+    def reference(cmd: Run) -> list[torch.Tensor]:
+        out = _outputs(cmd)
+        if cmd.exact:
+            return [out[0].double()]
+        seen.append(cmd)
+        return [out[0] + 5.0] if len(seen) == 2 else out
+
+    events: list[tuple[str, str, Run]] = []
+    ref, cand = FakeWorker("reference", events, reference), FakeWorker("candidate", events, _outputs)
+    trials = plan(EvalConfig(), 2)
+    checked = run_trials(ref, cand, EvalConfig(), trials, None)  # type: ignore[arg-type]
+    assert checked.failure is None and len(checked.trials) == len(trials)
+    assert [r.get("exact") for r in checked.trials][:3] == [None, True, None]
+    assert not ref.pending and not cand.pending
+
+
+def test_a_timed_recheck_the_exact_answer_overturns_goes_on_to_the_later_calls():
+    from evaluator.trials import recheck_timed
+
+    def reference(cmd: Run) -> list[torch.Tensor]:
+        out = _outputs(cmd)
+        if cmd.exact:
+            return [out[0].double()]
+        return [out[0] + 5.0] if cmd.seed == 11 else out
+
+    events: list[tuple[str, str, Run]] = []
+    ref = FakeWorker("reference", events, reference)
+    kept = [(seed, _outputs(Run(variant=0, seed=seed))) for seed in (11, 12, 13)]
+    assert recheck_timed(ref, kept, EvalConfig(), None) is None  # type: ignore[arg-type]
+    assert not ref.pending
+    wrong = [(12, [kept[1][1][0] + 5.0]), (13, kept[2][1])]
+    found = recheck_timed(ref, kept[:1] + wrong, EvalConfig(), None)  # type: ignore[arg-type]
+    assert found is not None and "exact (float64) answer" in found and not ref.pending

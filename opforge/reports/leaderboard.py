@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents.cpu_facts import measured_cpu_roofline
 from evaluator.result import EvalResult, Status, Timing
 from evaluator.task_work import TaskWork
+from evaluator.torch_rule import RULE_STRICT, rule_name
 from opforge.reports.roofline import floor_ms, fraction, task_work_of
 from store import BenchRecord, ConfirmationRecord, Store
 
@@ -69,6 +70,7 @@ class LeaderboardRow:
     backend: str = "triton"         # triton | cuda | cpp: the kernels the bench was asked for (or, for older benches,
                                     # the most common backend of its tasks' best kernels)
     mean_roofline_fraction: float | None = None
+    torch_rule: str = RULE_STRICT    # the rule for PyTorch inside its kernels that the bench's evaluations ran under
     tasks: tuple[TaskScore, ...] = field(default=(), repr=False)
 
     @property
@@ -178,7 +180,14 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
                           mean_memory_ratio=sum(memories) / len(memories) if memories else None,
                           usd=usd, tokens=tokens, worker_s=worker_s, archive=bool(bench.config.get("use_archive")),
                           backend=backend, mean_roofline_fraction=sum(fractions) / len(fractions) if fractions else None,
-                          tasks=tasks)
+                          torch_rule=bench_torch_rule(bench.config), tasks=tasks)
+
+
+def bench_torch_rule(config: Mapping[str, Any]) -> str:
+    """The rule for PyTorch inside a candidate that a bench ran under (`evaluator.torch_rule`), from its stored
+    evaluation settings: a bench stored before the rule existed had the strict one, the only one then."""
+    settings = config.get("eval") or {}
+    return rule_name(bool(settings.get("allow_torch")), bool(settings.get("kernels_only", True)))
 
 
 def leaderboard(store: Store, suite: str | None = None) -> list[LeaderboardRow]:

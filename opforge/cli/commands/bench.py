@@ -4,6 +4,7 @@ entry); `--resume BENCH_ID` continues one."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-archive", action="store_true",
                    help="forbid the store's archive of earlier kernels, so the agent's score is its own (the "
                         "leaderboard marks benches that used it with +archive)")
+    p.add_argument("--kernels-only", action="store_true",
+                   help="judge kernels by the strict rule: no PyTorch compute beside them, not even a final sum "
+                        "(the leaderboard shows each bench's rule)")
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object describing the bench")
     add_llm_arguments(p)
     p.set_defaults(run=run, drives_evaluations=True)
@@ -80,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
             coder = resolve_coder(args.coder, args.model)
             config = BenchConfig(
                 run=RunConfig(coder=coder, backend=bench_backend(args.backend, tasks, coder, cuda_present()),
-                              eval=eval_config(args.timing_s, args.eval_timeout_s, DEFAULT_TIMING_S), seed=args.seed,
+                              eval=dataclasses.replace(eval_config(args.timing_s, args.eval_timeout_s, DEFAULT_TIMING_S),
+                                                       kernels_only=args.kernels_only), seed=args.seed,
                               llm=llm_settings(request.llm) if coder == "llm" else None),
                 budget_per_task=args.budget_per_task or DEFAULT_BUDGET_PER_TASK, tasks=args.tasks,
                 max_usd=args.max_usd, max_tokens=args.max_tokens, use_archive=not args.no_archive,

@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to run (default: cuda when available; on cpu Triton runs interpreted)")
     p.add_argument("--allow-torch", action="store_true",
                    help="admit candidates that launch no custom kernel (the 'anything goes' track)")
+    p.add_argument("--kernels-only", action="store_true",
+                   help="the strict rule: no PyTorch compute beside the kernels, not even a final sum of their "
+                        "output (default: PyTorch may compute at most half of what the reference reads)")
     p.add_argument("--timing-s", type=float, default=2.0, metavar="SECONDS",
                    help="time cap for each side's timed repetitions (default 2)")
     p.add_argument("--compile-baseline", action="store_true",
@@ -62,6 +65,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
     if not args.timing_s > 0:
         raise UsageError(f"--timing-s must be a positive number of seconds, not {args.timing_s}.")
     cfg = {"device": args.device, "allow_torch": args.allow_torch, "max_timing_s": args.timing_s,
+           "kernels_only": args.kernels_only,
            "sandbox": args.sandbox,
            "compile_baseline": args.compile_baseline}
     if args.timeout is not None:

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "mean speedup (a task without a correct kernel counts 1.0; times floored at the "
                                    "task's roofline minimum), the mean fraction of the roofline reached, energy and "
                                    "peak memory relative to the reference, and dollars, tokens and worker-minutes per "
-                                   "correct kernel.")
+                                   "correct kernel, and the rule for PyTorch inside the kernels each bench ran under (kernels-do-the-work, "
+                                   "kernels-only or allow-torch; see docs/EVALUATOR.md).")
     p.add_argument("--suite", help="only this suite (a built-in name or the folder a bench ran on)")
     add_db_argument(p)
     p.add_argument("--json", action="store_true", help='print one JSON object: {"rows": [...]}')
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     fast = "  ".join(f"{'fast_' + format(p, 'g'):>8}" for p in FAST_P)
     print(f"{'suite':<10} {'agent':<30} {'device':<24} {'backend':<7} {'tasks':>5} {'correct':>8}  {fast}  "
-          f"{'geomean':>8} {'roofline':>8}  {'energy':>6} {'memory':>6}  {'$/ok':>8} {'tok/ok':>7} {'workmin/ok':>9}")
+          f"{'geomean':>8} {'roofline':>8}  {'energy':>6} {'memory':>6}  {'$/ok':>8} {'tok/ok':>7} {'workmin/ok':>9}  "
+          f"{'pytorch rule'}")
     for r in rows:
         per = r.per_correct()
         fp = "  ".join(f"{r.fast_p[format(p, 'g')]:>8.0%}" for p in FAST_P)
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{_short(r.suite, 10):<10} {_short(r.agent, 30):<30} {_short(r.device, 24):<24} {r.backend:<7} "
               f"{r.attempted:>5} {r.correctness_rate:>8.0%}  {fp}  {format_speedup(r.geomean_speedup):>8} "
               f"{pct(r.mean_roofline_fraction):>8}  {ratio(r.mean_energy_ratio):>6} {ratio(r.mean_memory_ratio):>6}  "
-              f"{money:>8} {toks:>7} {gpu:>9}")
+              f"{money:>8} {toks:>7} {gpu:>9}  {r.torch_rule}")
     return 0
 
 
