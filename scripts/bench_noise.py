@@ -37,7 +37,7 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import EvalConfig, LocalEvaluator, load_candidate, load_task  # noqa: E402
-from evaluator.heap import keep_freed_memory  # noqa: E402
+from evaluator import memory_conditions  # noqa: E402
 
 
 def cv_percent(values: list[float]) -> float:
@@ -82,7 +82,6 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float, samples: bool = F
     task = load_task(task_path)
     cand = load_candidate(seed_path(task_path, "cpp"), origin="seed")
     cfg = EvalConfig(device="cpu", max_timing_s=timing_s, profile=False)
-    keep_freed_memory()  # as opforge's own driving processes do (evaluator/heap.py)
     ev = LocalEvaluator()
     try:
         first = ev.evaluate(task, cand, cfg)  # starts the zygotes and fills the build cache
@@ -248,6 +247,7 @@ def main() -> int:
     parser.add_argument("--samples", action="store_true",
                         help="also print every timing block's per-call samples (ms), side by side, for each run")
     args = parser.parse_args()
+    memory_conditions.apply()  # the workers' memory conditions (and kept heap): in-process timings run under them too
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  machine: {platform.machine()}, "
           f"{os.cpu_count()} cores  load average at start: {os.getloadavg()[0]:.2f}")
     print(f"command: .venv/bin/python scripts/bench_noise.py --tasks {args.tasks} --runs {args.runs} "
