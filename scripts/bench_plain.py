@@ -88,10 +88,14 @@ print(json.dumps({k: statistics.median(v) for k, v in times.items()} | {"calls":
 """
 
 
-def plain_ms(task_path: Path, seed: Path, sets: int, budget_s: float, evict: bool) -> dict[str, float]:
-    """The plain timing, in a fresh process: {"eager": ms, "native": ms, "calls": n}."""
+def plain_ms(task_path: Path, seed: Path, sets: int, budget_s: float, evict: bool,
+             kept_heap: bool = False) -> dict[str, float]:
+    """The plain timing, in a fresh process: {"eager": ms, "native": ms, "calls": n}. `kept_heap`: the child's glibc
+    heap keeps what it frees, as opforge's workers' does (glibc's own environment settings, no opforge code)."""
     env = {**os.environ, "OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": str(os.cpu_count() or 1),
            "PYTHONPATH": str(ROOT)}
+    if kept_heap:
+        env |= {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1)}
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-c", PLAIN, str(task_path), str(seed), str(sets), str(budget_s),
                            "1" if evict else "0"], capture_output=True, text=True, env=env, timeout=600)
@@ -128,6 +132,8 @@ def main() -> int:
     parser.add_argument("--sets", type=int, default=3, help="input sets cycled in the plain timing (3)")
     parser.add_argument("--budget-s", type=float, default=2.0, help="the plain timing's seconds per task (2)")
     parser.add_argument("--evict", action="store_true", help="also evict the plain timing's inputs before each call")
+    parser.add_argument("--kept-heap", action="store_true",
+                        help="the plain process keeps its C heap as opforge's workers do (no fresh pages per output)")
     args = parser.parse_args()
     keep_freed_memory()
     tasks = [builtin_task(t.strip()) for t in args.tasks.split(",") if t.strip()] if args.tasks else \
@@ -136,7 +142,8 @@ def main() -> int:
           f"{os.cpu_count()} cores, transparent huge pages {host_thp_setting()}  load average at start: "
           f"{os.getloadavg()[0]:.2f}")
     print(f"command: .venv/bin/python scripts/bench_plain.py --tasks {args.tasks or '(all)'} --sets {args.sets} "
-          f"--budget-s {args.budget_s}" + (" --evict" if args.evict else ""))
+          f"--budget-s {args.budget_s}" + (" --evict" if args.evict else "")
+          + (" --kept-heap" if args.kept_heap else ""))
     print("| task | plain eager ms | plain seed ms | plain speedup | opforge reference ms | opforge seed ms "
           "| opforge speedup | opforge / plain |")
     print("|---|---|---|---|---|---|---|---|")
@@ -145,7 +152,7 @@ def main() -> int:
     for task_path in tasks:
         seed = seed_path(task_path, "cpp")
         assert seed is not None
-        plain = plain_ms(task_path, seed, args.sets, args.budget_s, args.evict)
+        plain = plain_ms(task_path, seed, args.sets, args.budget_s, args.evict, args.kept_heap)
         ref_ms, cand_ms, memory = opforge_ms(task_path, seed)
         plain_x, opforge_x = plain["eager"] / plain["native"], ref_ms / cand_ms
         ratios.append(opforge_x / plain_x)
