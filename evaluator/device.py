@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from evaluator import memory_conditions
 from evaluator.result import DeviceInfo
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -29,7 +30,7 @@ def device_info(kind: str) -> DeviceInfo:
                           torch_version=torch.__version__, triton_version=triton_version,
                           cuda_version=torch.version.cuda)
     return DeviceInfo(kind="cpu", name=cpu_name(), interpreted=True, torch_version=torch.__version__,
-                      triton_version=triton_version)
+                      triton_version=triton_version, memory=memory_conditions.expected().text)
 
 
 def cpu_name(cpuinfo: Path = CPUINFO) -> str:

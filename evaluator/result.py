@@ -78,6 +78,7 @@ class DeviceInfo:
     torch_version: str | None = None
     triton_version: str | None = None
     cuda_version: str | None = None
+    memory: str | None = None  # CPU: the memory conditions both sides' calls ran under (memory_conditions.py)
 
     @property
     def label(self) -> str:

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import traceback
 
-from evaluator import process_tree
+from evaluator import memory_conditions, process_tree
 
 LAZY_FLUSH = "lazy-flush"
 NO_DYNAMO = "no-dynamo"  # a candidate zygote without torch._dynamo (`warm_imports`)
@@ -147,6 +147,10 @@ def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bo
     """The zygote's life: its warm imports, then one fork per request on its control socket until it closes. Run by
     `main` in a fresh interpreter, or in a fork of a driver that has imported torch (`forked_zygote.py`)."""
     _prepare_environment(device)
+    if device == "cpu":
+        # Both roles, before anything is allocated for the workers: 4 KiB pages and a kept heap, inherited by every
+        # worker, so inputs, outputs and scratch are backed alike on both sides in every evaluation.
+        memory_conditions.apply()
     # No automatic collection while torch, Triton (and dynamo) are imported: their objects are long-lived, and the
     # full collections that the import triggers find little and cost about a sixth of the start's CPU.
     gc.disable()

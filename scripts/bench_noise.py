@@ -12,6 +12,7 @@ be compared with an in-process one.
     .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 0 --contend 3   # another job on one core
     .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 10 --control-s 2   # the machine's own drift
     .venv/bin/python scripts/bench_noise.py --tasks softmax --runs 0 --windows 12     # a kernel's own drift
+    .venv/bin/python scripts/bench_noise.py --tasks relu,softmax --runs 10 --first    # the run's first included
 
 `--samples` prints every timing block's per-call samples for each run (which side a slow stretch fell on).
 """
@@ -36,7 +37,7 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import EvalConfig, LocalEvaluator, load_candidate, load_task  # noqa: E402
-from evaluator.heap import keep_freed_memory  # noqa: E402
+from evaluator import memory_conditions  # noqa: E402
 
 
 def cv_percent(values: list[float]) -> float:
@@ -72,7 +73,7 @@ CONTENDED: list[str] = []  # per evaluation whose timing rounds other work share
 
 
 def evaluator_runs(task_name: str, runs: int, timing_s: float, samples: bool = False,
-                   control_s: float = 0.0) -> tuple[list[tuple[float, float]], list[float]]:
+                   control_s: float = 0.0, first_too: bool = False) -> tuple[list[tuple[float, float]], list[float]]:
     """(reference median ms, candidate median ms) for each of `runs` warm evaluations of the task's native seed; the
     notes of those whose timing rounds other work on the machine shared go to CONTENDED. With `control_s`, before
     each evaluation, the in-process speedup over that many seconds (`in_process_ms`): the machine's own drift from
@@ -81,13 +82,16 @@ def evaluator_runs(task_name: str, runs: int, timing_s: float, samples: bool = F
     task = load_task(task_path)
     cand = load_candidate(seed_path(task_path, "cpp"), origin="seed")
     cfg = EvalConfig(device="cpu", max_timing_s=timing_s, profile=False)
-    keep_freed_memory()  # as opforge's own driving processes do (evaluator/heap.py)
     ev = LocalEvaluator()
     try:
         first = ev.evaluate(task, cand, cfg)  # starts the zygotes and fills the build cache
         if not first.ok:
             raise SystemExit(f"{task_name}: the seed was not accepted: {first.status.value}: {first.reason}")
         pairs: list[tuple[float, float]] = []
+        if first_too:  # the fresh evaluator's first evaluation counts as a run (issue 36: the fast first ones)
+            assert first.reference_ms is not None and first.candidate_ms is not None
+            pairs.append((first.reference_ms.median_ms, first.candidate_ms.median_ms))
+            runs -= 1
         controls: list[float] = []
         BLOCKS.clear()
         for i in range(runs):
@@ -237,14 +241,18 @@ def main() -> int:
                         help="then, per task, N consecutive in-process windows of --window-s on the same buffers: "
                              "each side's own drift over seconds, without the evaluator")
     parser.add_argument("--window-s", type=float, default=1.5, help="the length of one --windows window (1.5 s)")
+    parser.add_argument("--first", action="store_true",
+                        help="count the fresh evaluator's first evaluation (fresh zygotes, cold build cache) as the "
+                             "first of --runs, instead of leaving it out")
     parser.add_argument("--samples", action="store_true",
                         help="also print every timing block's per-call samples (ms), side by side, for each run")
     args = parser.parse_args()
+    memory_conditions.apply()  # the workers' memory conditions (and kept heap): in-process timings run under them too
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  machine: {platform.machine()}, "
           f"{os.cpu_count()} cores  load average at start: {os.getloadavg()[0]:.2f}")
     print(f"command: .venv/bin/python scripts/bench_noise.py --tasks {args.tasks} --runs {args.runs} "
           f"--timing-s {args.timing_s}" + (f" --contend {args.contend}" if args.contend else "")
-          + (f" --control-s {args.control_s}" if args.control_s else "")
+          + (f" --control-s {args.control_s}" if args.control_s else "") + (" --first" if args.first else "")
           + (f" --windows {args.windows} --window-s {args.window_s}" if args.windows else ""))
     print("| task | runs | reference ms (CV) | candidate ms (CV) | speedup median (CV, min-max) "
           "| in-process eager ms | in-process seed ms | in-process speedup |")
@@ -254,7 +262,8 @@ def main() -> int:
     contended, controlled = [], []
     for name in args.tasks.split(",") if args.runs > 0 else []:
         CONTENDED.clear()
-        pairs, controls = evaluator_runs(name.strip(), args.runs, args.timing_s, args.samples, args.control_s)
+        pairs, controls = evaluator_runs(name.strip(), args.runs, args.timing_s, args.samples, args.control_s,
+                                         args.first)
         if controls:
             controlled.append(f"{name}: in-process speedup before each run {statistics.median(controls):.2f}x "
                               f"(CV {cv_percent(controls):.1f}%, {min(controls):.2f}-{max(controls):.2f}), over "

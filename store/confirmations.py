@@ -38,14 +38,19 @@ def confirmed_speedups(records: Iterable[ConfirmationRecord]) -> dict[int, Confi
     """Per candidate re-measured, its confirmed figure (`ConfirmedSpeedup`), from its records in order."""
     speedups: dict[int, list[float]] = {}
     failures: dict[int, list[str]] = {}
+    references: dict[int, list[float]] = {}
     for rec in records:
         speedups.setdefault(rec.candidate_id, [])
         failures.setdefault(rec.candidate_id, [])
+        references.setdefault(rec.candidate_id, [])
         if rec.status == Status.OK and rec.speedup is not None and rec.speedup > 0:
             speedups[rec.candidate_id].append(rec.speedup)
+            if rec.reference_ms is not None and rec.reference_ms > 0:
+                references[rec.candidate_id].append(rec.reference_ms)
         else:
             failures[rec.candidate_id].append(f"{rec.status.value}: {rec.reason}")
-    return {cid: ConfirmedSpeedup(cid, tuple(speedups[cid]), tuple(failures[cid])) for cid in speedups}
+    return {cid: ConfirmedSpeedup(cid, tuple(speedups[cid]), tuple(failures[cid]), tuple(references[cid]))
+            for cid in speedups}
 
 
 class ConfirmationMethods:

@@ -261,6 +261,7 @@ class ConfirmedSpeedup:
     candidate_id: int
     speedups: tuple[float, ...]   # of the re-measurements that came back OK, in the order they were taken
     failures: tuple[str, ...]     # "status: reason" of those that did not
+    reference_ms: tuple[float, ...] = ()  # the reference's median beside each OK one: the yardstick of the machine
 
     @property
     def speedup(self) -> float | None:

@@ -32,9 +32,9 @@ LUCKY = 1.7    # what the lucky candidate measured once, in the search
 TRUE = 1.0     # what it measures every time after
 
 
-def verdict(speedup: float, status: Status = Status.OK) -> EvalResult:
-    return EvalResult(status, "scripted", candidate_ms=Timing(1.0 / speedup, 0.0, 10),
-                      reference_ms=Timing(1.0, 0.0, 10), device=FAKE_DEVICE)
+def verdict(speedup: float, status: Status = Status.OK, reference_ms: float = 1.0) -> EvalResult:
+    return EvalResult(status, "scripted", candidate_ms=Timing(reference_ms / speedup, 0.0, 10),
+                      reference_ms=Timing(reference_ms, 0.0, 10), device=FAKE_DEVICE)
 
 
 class ScriptedRunner:
@@ -178,8 +178,27 @@ def test_re_measurements_that_disagree_are_called_out(setup):
     report = run_report(store, run.id)
     by_id = {m.candidate_id: m for m in report.best}
     assert by_id[noisy].speedup == pytest.approx(1.25) and "differ by 42%" in report.confirmation_text(by_id[noisy])
+    assert "the machine did not move, the kernel's own time did" in report.confirmation_text(by_id[noisy])
     assert "differ" not in report.confirmation_text(by_id[steady])
     assert report.winner is not None and report.winner.candidate_id == noisy
+
+
+def test_re_measurements_that_disagree_say_whether_the_reference_beside_them_moved(setup):
+    """The issue's case: the same kernel at 1.44x, 2.05x, 1.45x while the reference held at 2.0 ms is the kernel's
+    own time moving; the same spread with the reference moving alike is the machine."""
+    store, task, seed = setup
+    run = start_run(store, task, seed, RunConfig(), Budget(2))
+    _search(store, task, run.id, ScriptedRunner(lucky=-1), policy=ConfirmPolicy(0, 0)).run()
+    kernel_moved, machine_moved = (sc.candidate.id for sc in store.history(run.id))
+    for figure, ref_ms in ((1.44, 2.01), (2.05, 1.97), (1.45, 2.04)):
+        store.add_confirmation(run.id, kernel_moved, verdict(figure, reference_ms=ref_ms))
+    for figure, ref_ms in ((1.44, 2.0), (2.05, 2.9), (1.45, 2.0)):
+        store.add_confirmation(run.id, machine_moved, verdict(figure, reference_ms=ref_ms))
+    report = run_report(store, run.id)
+    by_id = {m.candidate_id: m for m in report.best}
+    kernel_text, machine_text = (report.confirmation_text(by_id[c]) for c in (kernel_moved, machine_moved))
+    assert "held within 4%: the machine did not move" in kernel_text and "speed moved" not in kernel_text
+    assert "moved by 45% too: this machine's speed moved" in machine_text and "did not move" not in machine_text
 
 
 class FakeClock:

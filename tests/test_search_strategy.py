@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from evaluator.candidate import Candidate
 from evaluator.result import Status
 from opforge.run.population import EliteGrid, Member, Population, feature_cell, pareto_front
@@ -123,3 +125,29 @@ def test_rebuilding_from_history_replays_tells():
     assert strategy.tells == 2 and strategy.migrations >= 1
     assert strategy.population.knows(history[2].digest)
     assert strategy.population.best().speedup == 2.0
+
+
+def timed_member(cid: int, speedup: float, se_fraction: float | None) -> Member:
+    """A correct member whose verdict's two medians each carry `se_fraction` of themselves as standard error."""
+    from evaluator.result import EvalResult, Timing
+    ref_ms = 2.0
+    se = None if se_fraction is None else se_fraction
+    result = EvalResult(Status.OK, "", candidate_ms=Timing(ref_ms / speedup, 0.0, 30,
+                                                          None if se is None else se * ref_ms / speedup),
+                        reference_ms=Timing(ref_ms, 0.0, 30, None if se is None else se * ref_ms))
+    return Member(candidate=Candidate.from_source(f"# kernel {cid}\n", origin="tune"), candidate_id=cid,
+                  status=Status.OK, speedup=speedup, result=result)
+
+
+def test_a_new_best_within_the_timings_noise_is_not_taken_for_better():
+    """Each side's median known to 2%: the log speedup to 2.8% each, 4% between two members, so a best is replaced
+    only by a member 8% or more faster (NOISE_Z = 2)."""
+    first, close, far = timed_member(1, 1.40, 0.02), timed_member(2, 1.48, 0.02), timed_member(3, 1.70, 0.02)
+    assert close.fitness_se == pytest.approx(math.sqrt(2) * 0.02)
+    assert Population.from_members([first, close]).best() is first
+    assert Population.from_members([first, close, far]).best() is far
+    assert Population.from_members([close, first]).best() is first  # the earlier candidate, whatever the order seen
+    exact = [timed_member(1, 1.40, None), timed_member(2, 1.41, None)]  # no error recorded: the figure alone
+    assert Population.from_members(exact).best() is exact[1]
+    precise = [timed_member(1, 1.40, 0.001), timed_member(2, 1.48, 0.001)]  # 0.14% of error: 6% is a difference
+    assert Population.from_members(precise).best() is precise[1]

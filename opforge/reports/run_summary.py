@@ -19,6 +19,22 @@ DISAGREE = 0.15  # re-measurements of one kernel further apart than this are cal
 MAX_LINEAGE = 50
 
 
+def disagreement_cause(spread: float, reference_ms: Sequence[float]) -> str:
+    """Why re-measurements of one kernel that differ by `spread` differ, as measured: the reference timed beside the
+    kernel in each re-measurement is the yardstick of the machine's own speed. Where it moved by half as much or
+    more, the machine moved; where it held, the kernel's own time moved on a machine that did not."""
+    if len(reference_ms) < 2:
+        return ": the reference's times beside them were not kept, so whether the machine moved is not known"
+    moved = max(reference_ms) / min(reference_ms) - 1
+    if moved >= spread / 2:
+        return (f", and the reference timed beside them moved by {moved:.0%} too: this machine's speed moved between "
+                "them (other jobs on its cores, or a host it shares with other machines), so measure again on a quiet "
+                "one where you can")
+    return (f" while the reference timed beside them held within {moved:.0%}: the machine did not move, the kernel's "
+            "own time did (it depends on something that differed between the evaluations), so its figure is only "
+            "known to that spread")
+
+
 @dataclass(frozen=True, slots=True)
 class RunCost:
     """What the run spent, in all and per accepted (correct) kernel."""
@@ -95,8 +111,7 @@ class RunReport:
                 f"{format_speedup(self.measured.get(m.candidate_id or -1))}")
         spread = max(c.speedups) / min(c.speedups) - 1
         if spread > DISAGREE:
-            text += (f"; they differ by {spread:.0%}: this machine's speed moved between them (other jobs on its "
-                     "cores, or a host it shares with other machines), so measure again on a quiet one where you can")
+            text += f"; they differ by {spread:.0%}" + disagreement_cause(spread, c.reference_ms)
         return text
 
     def archive_lines(self) -> list[str]:

@@ -56,6 +56,34 @@ class Member:
     def fitness(self) -> float | None:
         return math.log(self.speedup) if self.correct and self.speedup else None
 
+    @property
+    def fitness_se(self) -> float:
+        """The standard error of `fitness` (log speedup) from the verdict's two medians' standard errors (`Timing.se_ms`,
+        relative errors adding in quadrature); 0 where the verdict does not say."""
+        r = self.result
+        if r is None or r.candidate_ms is None or r.reference_ms is None:
+            return 0.0
+        parts = [(t.se_ms or 0.0) / t.median_ms for t in (r.candidate_ms, r.reference_ms) if t.median_ms > 0]
+        return math.sqrt(sum(p * p for p in parts))
+
+
+NOISE_Z = 2.0  # a member is faster than another only where its fitness is this many combined standard errors higher
+
+
+def best_within_noise(members: Iterable[Member]) -> Member | None:
+    """The best correct member by a figure whose error is known: among the members whose fitness is within noise
+    (`NOISE_Z` combined standard errors) of the highest, the one measured first. A later candidate that measured
+    higher by less than the noise is not taken for better: what the search reports as its best changes only on a
+    difference it could tell from the timing's own error."""
+    correct = [(i, m) for i, m in enumerate(members) if m.fitness is not None]
+    if not correct:
+        return None
+    _, top = max(correct, key=lambda pair: pair[1].fitness or -math.inf)
+    top_fitness = top.fitness or 0.0
+    tied = [(m.candidate_id if m.candidate_id is not None else math.inf, i, m) for i, m in correct
+            if top_fitness - (m.fitness or 0.0) <= NOISE_Z * math.hypot(top.fitness_se, m.fitness_se)]
+    return min(tied, key=lambda t: (t[0], t[1]))[2]
+
 
 def member_from_scored(scored: ScoredCandidate) -> Member:
     rec, result = scored.candidate, scored.result
@@ -141,7 +169,7 @@ class Island:
         return [m for m in self.members if m.fitness is not None]
 
     def best(self) -> Member | None:
-        return max(self.correct(), key=lambda m: m.fitness or -math.inf, default=None)
+        return best_within_noise(self.correct())
 
 
 class Population:
@@ -181,7 +209,7 @@ class Population:
         return [m for m in self.members.values() if m.fitness is not None]
 
     def best(self) -> Member | None:
-        return max(self.correct(), key=lambda m: m.fitness or -math.inf, default=None)
+        return best_within_noise(self.correct())
 
     def migrate(self) -> int:
         """Ring migration: each island's best correct member joins the next island; returns how many moved."""
