@@ -74,7 +74,7 @@ def test_a_torch_nn_leaf_without_a_seed_becomes_a_task_for_an_llm_run(tmp_path):
                           "    def forward(self, x):\n        return self.gru(x)[0]\n\n"
                           "def get_inputs():\n    return [torch.randn(3, 5, 8)]\n")
     loaded = load_model(model_file)
-    assert constructor_args(loaded.model.gru) == {"input_size": 8, "hidden_size": 12, "num_layers": 2, "bias": True,
+    assert constructor_args(loaded.model.get_submodule("gru")) == {"input_size": 8, "hidden_size": 12, "num_layers": 2, "bias": True,
                                                   "batch_first": True, "dropout": 0.0, "bidirectional": False}
     plan = extract(loaded, profile_model(loaded, runs=1), tmp_path / "out")
     [group] = plan["groups"]
@@ -144,7 +144,7 @@ def test_the_kernel_hub_loads_the_export_and_kernelize_uses_its_layer(exported):
     assert layer.forward.__code__.co_varnames[:2] == ("self", "x")
     model = load_model(TINY).model
     eager = load_model(TINY).model
-    proj_class = type(model[0])
+    proj_class = type(model.get_submodule("0"))
     kernels.replace_kernel_forward_from_hub(proj_class, module_group["class"])
     mapping = {module_group["class"]: {"cpu": kernels.LocalLayerRepository(repo_path=pkg,
                                                                            layer_name=module_group["class"])}}
