@@ -83,7 +83,8 @@ def run_extract(args: argparse.Namespace) -> int:
         elif g.get("task"):
             print(f"{args.out}/{g['task']}: {', '.join(g['paths'])} ({g['kind']}) has no seed: an LLM run would "
                   f"be asked to make this task's Model faster (opforge bench --suite {args.out}/needs_llm "
-                  f"--coder llm)")
+                  f"--coder llm). The task:\n")
+            print((Path(args.out) / g["task"]).read_text(encoding="utf-8"))
         else:
             print(f"{', '.join(g['paths'])} ({g['kind']}): {g['note']}")
     print(f"\nnext: opforge bench --suite {args.out} --coder tune --backend cpp; then opforge model export "
