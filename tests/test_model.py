@@ -170,3 +170,22 @@ def test_bench_model_script_compares_outputs_and_reports_each_variant(exported, 
     assert figures["max_abs_error"]["patched"] <= figures["tolerance"]["atol"] + 1e-3
     assert {g["operator"] for g in figures["groups"]} == {"linear_relu", "linear_relu_2"}
     assert "<svg" in page.read_text() and "linear_relu_2" in page.read_text()
+
+
+def test_a_gpt_block_matches_the_transformer_block_task_with_its_head_count_found():
+    loaded = load_model(ROOT / "examples" / "models" / "minigpt.py")
+    block = loaded.model.get_submodule("blocks.0")
+    x = torch.randn(1, 16, 256)
+    with torch.no_grad():
+        out = block(x)
+    block_task = tuple(t for t in builtin_tasks() if t.name == "transformer_block")
+    match = find_match(block, (x,), out, block_task)
+    assert match is not None
+    assert match.constants == {"BATCH": 1, "SEQ": 16, "DIM": 256, "HEADS": 4} and match.init_args == [256, 4]
+    block.heads = 8  # the same weights split into 8 heads: found as HEADS = 8, checked against the output
+    with torch.no_grad():
+        out8 = block(x)
+    match8 = find_match(block, (x,), out8, block_task)
+    assert match8 is not None and match8.init_args == [256, 8]
+    block.heads = 4
+    assert find_match(block, (x,), out8, block_task) is None  # an output this block does not compute: no match
