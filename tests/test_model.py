@@ -123,9 +123,9 @@ def test_patch_swaps_both_groups_and_matches_eager(exported):
 
 def test_a_call_outside_what_was_verified_falls_back_and_says_so_once(exported):
     _, package, _ = exported
-    eager = load_model(TINY).model.double()
-    patched = package.patch(load_model(TINY).model.double())
-    x = torch.randn(24, 32, dtype=torch.float64)
+    eager = load_model(TINY).model
+    patched = package.patch(load_model(TINY).model)
+    x = torch.randn(32, 24).t()  # the verified sizes, but not contiguous: the dispatcher runs the reference
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
         first, again = patched(x), patched(x)
@@ -133,6 +133,11 @@ def test_a_call_outside_what_was_verified_falls_back_and_says_so_once(exported):
     torch.testing.assert_close(again, first)
     said = [w for w in caught if issubclass(w.category, package.FallbackWarning)]
     assert said and len(said) == len({str(w.message) for w in said})  # each reason once
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        doubled = package.patch(load_model(TINY).model.double())  # parameters unlike those extracted: left alone
+    assert type(doubled.get_submodule("0")).__name__ == "Proj"
+    assert any(issubclass(w.category, package.FallbackWarning) for w in caught)
 
 
 def test_the_kernel_hub_loads_the_export_and_kernelize_uses_its_layer(exported):
