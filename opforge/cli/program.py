@@ -16,7 +16,7 @@ from opforge.errors import UsageError
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.
 COMMAND_MODULES = ("eval", "task", "optimize", "bench", "leaderboard", "report", "export", "dataset", "submit", "jobs",
-                   "cancel", "worker", "serve", "runs", "db")
+                   "cancel", "worker", "serve", "runs", "db", "model")
 
 __all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "exit_at_once", "main"]
 
