@@ -288,7 +288,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     ref = SideRecord(floor_ms=floor_ms)
     cand = SideRecord(floor_ms=floor_ms, deep_check_block=random.randrange(DEEP_CHECK_BLOCKS))
     reads = candidate_outputs if candidate_outputs is not None else OutputReads(
-        Reservoir(cfg.timing_recheck_reps), candidate.read_outputs)
+        Reservoir(cfg.timing_recheck_reps), lambda layout: candidate.read_outputs(layout))
     sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]] = [(reference, ref, None),
                                                                              (candidate, cand, reads)]
     # Strictly alternating blocks from a random first side, until both sides are done: load that comes and goes

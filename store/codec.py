@@ -131,6 +131,8 @@ def result_columns(result: EvalResult) -> dict[str, Any]:
         "device_name": result.device.name,
         "device": asdict(result.device),
         "backend": result.backend,
+        "torch_rule": result.torch_rule,
+        "torch_share": result.torch_share,
         "profile": dict(result.profile),
         "trials": [dict(t) for t in result.trials],
         "log": result.log,
@@ -152,14 +154,14 @@ EVALUATION_COLUMNS = tuple(EvaluationRow.__table__.c[name] for name in (
     "reference_reps", "max_abs_error", "max_rel_error", "peak_memory_bytes", "reference_peak_memory_bytes",
     "energy_j", "power_w", "profile", "device", "log", "suspicious", "trials", "reference_energy_j",
     "compiled_reference_median_ms", "compiled_reference_iqr_ms", "compiled_reference_reps", "backend",
-    "candidate_se_ms", "reference_se_ms", "compiled_reference_se_ms"))
+    "candidate_se_ms", "reference_se_ms", "compiled_reference_se_ms", "torch_rule", "torch_share"))
 
 
 def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
     """From the values of EVALUATION_COLUMNS, in order."""
     (eid, candidate_id, task_id, run_id, created_at, status, reason, c_med, c_iqr, c_reps, r_med, r_iqr, r_reps,
      max_abs, max_rel, peak, ref_peak, energy_j, power_w, profile, device, log, suspicious, trials,
-     ref_energy_j, k_med, k_iqr, k_reps, backend, c_se, r_se, k_se) = values
+     ref_energy_j, k_med, k_iqr, k_reps, backend, c_se, r_se, k_se, torch_rule, torch_share) = values
     result = EvalResult(
         status=Status(status),
         reason=reason,
@@ -179,6 +181,8 @@ def evaluation_from_values(values: Sequence[Any]) -> EvaluationRecord:
         log=log,
         suspicious=bool(suspicious),
         trials=tuple(trials),
+        torch_rule=torch_rule,
+        torch_share=torch_share,
     )
     return EvaluationRecord(eid, candidate_id, task_id, run_id, result, aware(created_at))
 

@@ -161,6 +161,8 @@ class EvaluationRow(Base):
     device_name: Mapped[str] = mapped_column(String(255))
     device: Mapped[dict[str, Any]]  # the whole DeviceInfo: driver and library versions
     backend: Mapped[str | None] = mapped_column(String(32))  # triton | cuda | cpp | torch (None: not reported)
+    torch_rule: Mapped[str | None] = mapped_column(String(32))  # the rule for PyTorch it ran under (None: older)
+    torch_share: Mapped[float | None] = mapped_column(Float)  # PyTorch's compute as a share of the reference's
     profile: Mapped[dict[str, Any]]
     trials: Mapped[list[Any]]
     log: Mapped[str] = mapped_column(Text, default="")

@@ -122,6 +122,8 @@ _UNLIKE_DEFAULTS: dict[str, object] = {
     "log": "line one\nline two: ünïcödé ✓\n",
     "suspicious": True,
     "trials": ({"seed": 1, "shape": [8, 8], "max_abs_error": 1e-7}, {"seed": 2, "shape": [16, 8], "ok": True}),
+    "torch_rule": "kernels-do-the-work",
+    "torch_share": 0.3333333333333333,
 }
 
 

@@ -98,7 +98,7 @@ def test_the_run_report_says_backend_device_and_roofline(store):  # noqa: F811
     run = store.create_run(task.id, {"backend": "cpp"}, {"max_candidates": 1})
     _kernel(store, run.id, task.id, "native", 2.0, "cpp")  # 1.0 ms a call (ok_result: reference 2 ms)
     page = html.run_bundle(store, run.id, "opforge report").html
-    assert "backend cpp (native C/C++ on the CPU), on " + CPU.label in page
+    assert "backend cpp (native C/C++ on the CPU), on " + CPU.name + "<" in page  # no "(Triton interpreter)": native
     assert "unknown (this machine's copy bandwidth and peak FLOP/s are not in the store)" in page
     store.set_device_peaks(CPU.name, copy_gbps=10.0, peak_gflops=500.0, threads=2)  # as `ensure_cpu_peaks` keeps them
     bundle = html.run_bundle(store, run.id, "opforge report")

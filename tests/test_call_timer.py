@@ -334,7 +334,9 @@ def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
     from evaluator.config import EvalConfig
     order: list[str] = []
 
-    def block(conn, rec, cfg, keep_budget, first, after_call=None):  # noqa: ANN001, ANN202
+    candidate_records: list[SideRecord] = []
+
+    def block(conn, rec, cfg, reads, first, after_call=None):  # noqa: ANN001, ANN202
         order.append(conn)
         rec.blocks += 1
         rec.samples_ms += [1.0] * 10
@@ -342,10 +344,11 @@ def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
         rec.block_walls_ms.append(1.5)
         rec.spent_s += 0.01
         if conn == "cand":
-            rec.kept.append((0, []))
+            candidate_records.append(rec)
+            reads.reservoir.kept.append((0, []))  # the driver read one of its calls' outputs
 
     monkeypatch.setattr(measure, "_block", block)
-    monkeypatch.setattr(SideRecord, "done", lambda self, cfg: self.blocks >= (6 if self.kept else 3))
+    monkeypatch.setattr(SideRecord, "done", lambda self, cfg: self.blocks >= (6 if any(self is r for r in candidate_records) else 3))
     class Quiet:  # the machine's other work, as the real meter would read it on an idle machine
         def start(self) -> None:
             pass
