@@ -1,11 +1,11 @@
 # task: relu
 # expect: rejected
-# expect-without-gpu: ok
 # why: takes the real torch._C._dispatch_library out of the dispatch guard's closure, registers a CPU kernel for
 #   aten::clone at the start of each untimed-looking call and removes it inside the clone it serves, so the whole
 #   table is back to its snapshot whenever the worker compares it.
-#   Under the CPU interpreter a dispatch mode is active in every call (the copy grants of the store ledger),
-#   timed ones too: it can never tell, runs its kernel on every call, and is timed honestly (ok).
+#   On a CPU it was timed honestly (ok) until 2026-11-28: the harness cloned every timed call's outputs, which served
+#   the kernel's removal. Since then the outputs are copied into the driver's shared file (`output_slot.py`), no clone
+#   serves it, and the table still holds the kernel when the worker compares it: rejected on every device.
 import torch
 import torch.nn as nn
 import triton
