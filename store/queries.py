@@ -11,6 +11,7 @@ from typing import Sequence
 from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session
 
+from evaluator import speedup_noise
 from evaluator.result import Status
 from store.codec import (
     CANDIDATE_COLUMNS,
@@ -172,27 +173,27 @@ def of_backend(backend: str):  # noqa: ANN201 - a SQL condition
 def archive(session: Session, device: str | None, exclude_run_id: int | None,
             backend: str | None = None) -> list[ArchiveEntry]:
     """Each task's fastest correct evaluation (optionally on one device name, of one backend, not measured by one
-    run)."""
-    stmt = select(E.c.id, E.c.task_id, E.c.candidate_id, E.c.speedup).where(E.c.status == Status.OK.value,
-                                                                             E.c.speedup.is_not(None))
+    run), fastest by the rule a search names its best with (`evaluator.speedup_noise`): of the evaluations within
+    noise of the highest speedup, the earliest candidate's."""
+    stmt = select(*EVALUATION_COLUMNS).where(E.c.status == Status.OK.value, E.c.speedup.is_not(None))
     if backend is not None:
         stmt = stmt.where(of_backend(backend))
     if device is not None:
         stmt = stmt.where(E.c.device_name == device)
     if exclude_run_id is not None:
         stmt = stmt.where((E.c.run_id != exclude_run_id) | E.c.run_id.is_(None))
-    best: dict[int, tuple[float, int, int]] = {}
-    for eid, task_id, cid, speedup in session.execute(stmt):
-        if task_id not in best or speedup > best[task_id][0]:
-            best[task_id] = (speedup, eid, cid)
-    if not best:
+    by_task: dict[int, list[EvaluationRecord]] = {}
+    for ev in map(evaluation_from_values, session.execute(stmt.order_by(E.c.id))):
+        by_task.setdefault(ev.task_id, []).append(ev)
+    best = {tid: speedup_noise.best_within_noise(evs, lambda e: e.speedup, lambda e: e.result,
+                                                 lambda e: (e.candidate_id, e.id))
+            for tid, evs in by_task.items()}
+    chosen = {tid: ev for tid, ev in best.items() if ev is not None}
+    if not chosen:
         return []
-    candidates = candidates_by_id(session, [cid for _, _, cid in best.values()])
-    evaluations = {ev.id: ev for ev in map(evaluation_from_values, session.execute(
-        select(*EVALUATION_COLUMNS).where(E.c.id.in_([eid for _, eid, _ in best.values()]))))}
-    tasks = {row.id: task_record(row) for row in session.scalars(select(TaskRow).where(TaskRow.id.in_(list(best))))}
-    return [ArchiveEntry(tasks[tid], candidates[cid], evaluations[eid])
-            for tid, (_, eid, cid) in sorted(best.items())]
+    candidates = candidates_by_id(session, [ev.candidate_id for ev in chosen.values()])
+    tasks = {row.id: task_record(row) for row in session.scalars(select(TaskRow).where(TaskRow.id.in_(list(chosen))))}
+    return [ArchiveEntry(tasks[tid], candidates[ev.candidate_id], ev) for tid, ev in sorted(chosen.items())]
 
 
 def evaluations_of(session: Session, candidate_id: int) -> list[EvaluationRecord]:

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from agents.tuner import describe_tunables
+from evaluator import speedup_noise
 from evaluator.candidate import Candidate
 from evaluator.result import EvalResult, Status
+from evaluator.speedup_noise import log_speedup_se
 from store.records import ScoredCandidate
 
 Cell = tuple[int, str]
@@ -60,29 +62,20 @@ class Member:
     def fitness_se(self) -> float:
         """The standard error of `fitness` (log speedup) from the verdict's two medians' standard errors (`Timing.se_ms`,
         relative errors adding in quadrature); 0 where the verdict does not say."""
-        r = self.result
-        if r is None or r.candidate_ms is None or r.reference_ms is None:
-            return 0.0
-        parts = [(t.se_ms or 0.0) / t.median_ms for t in (r.candidate_ms, r.reference_ms) if t.median_ms > 0]
-        return math.sqrt(sum(p * p for p in parts))
-
-
-NOISE_Z = 2.0  # a member is faster than another only where its fitness is this many combined standard errors higher
+        return log_speedup_se(self.result)
 
 
 def best_within_noise(members: Iterable[Member]) -> Member | None:
     """The best correct member by a figure whose error is known: among the members whose fitness is within noise
-    (`NOISE_Z` combined standard errors) of the highest, the one measured first. A later candidate that measured
-    higher by less than the noise is not taken for better: what the search reports as its best changes only on a
-    difference it could tell from the timing's own error."""
+    (`evaluator.speedup_noise.NOISE_Z` combined standard errors) of the highest, the one measured first. A later
+    candidate that measured higher by less than the noise is not taken for better: what the search reports as its best
+    changes only on a difference it could tell from the timing's own error. The archive offers later runs a task's
+    kernel by the same rule."""
     correct = [(i, m) for i, m in enumerate(members) if m.fitness is not None]
-    if not correct:
-        return None
-    _, top = max(correct, key=lambda pair: pair[1].fitness or -math.inf)
-    top_fitness = top.fitness or 0.0
-    tied = [(m.candidate_id if m.candidate_id is not None else math.inf, i, m) for i, m in correct
-            if top_fitness - (m.fitness or 0.0) <= NOISE_Z * math.hypot(top.fitness_se, m.fitness_se)]
-    return min(tied, key=lambda t: (t[0], t[1]))[2]
+    best = speedup_noise.best_within_noise(
+        correct, lambda pair: pair[1].speedup, lambda pair: pair[1].result,
+        lambda pair: (pair[1].candidate_id if pair[1].candidate_id is not None else math.inf, pair[0]))
+    return None if best is None else best[1]
 
 
 def member_from_scored(scored: ScoredCandidate) -> Member:
