@@ -2,8 +2,9 @@
 calls that were timed. Each trial runs the reference and the candidate on the same fresh inputs and compares the
 outputs here (`correctness.compare`); the candidate's worker reports facts and never judges.
 
-The plan, on the benchmark shape: `cfg.trials` trials on the task's inputs, one on N(0, 1) * 4, one at a large
-magnitude (where a narrower format overflows or a bound saturates), the two cache probes (called once on other
+The plan, on the benchmark shape: `cfg.trials` trials on the task's inputs, one on N(0, 1) * 4, two at a large
+magnitude, one below and one above 1e5 (where a narrower format overflows or a bound saturates), the two cache
+probes (called once on other
 inputs first, then on the trial's inputs refilled into the same tensors, or on a near copy of them); and on every
 other shape variant, one on the task's inputs and one on N(0, 1) * 4.
 """
@@ -34,6 +35,7 @@ class Trial:
     variant: int
     distribution: str  # task | normal | large | perturbed
     probe: str | None = None  # same-tensors | near-copy: a cache's chance to return a stale result
+    side: str | None = None  # a large-magnitude trial's: below | above its nominal magnitude (probes.LARGE_GAP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ class Checked:
 
 def plan(cfg: EvalConfig, n_variants: int) -> tuple[Trial, ...]:
     trials = [Trial(0, "task")] * max(cfg.trials, 1)
-    trials += [Trial(0, "normal"), Trial(0, "large")]
+    trials += [Trial(0, "normal"), Trial(0, "large", side="below"), Trial(0, "large", side="above")]
     trials += [Trial(0, "task", "same-tensors"), Trial(0, "perturbed", "near-copy")]
     for v in range(1, n_variants):
         trials += [Trial(v, "task"), Trial(v, "normal")]
@@ -78,7 +80,7 @@ def ask_first_trial(ref: WorkerConnection, trials: tuple[Trial, ...]) -> TrialRu
     """The trials' runs, the first asked of the reference (its reply is read by `run_trials`)."""
     probe_seed = fresh_seed()
     runs = tuple(first_sent(Run(variant=t.variant, seed=probe_seed if t.probe == "near-copy" else fresh_seed(),
-                                distribution=t.distribution, trace=True)) for t in trials)
+                                distribution=t.distribution, trace=True), t.side) for t in trials)
     if runs:
         ref.ask(runs[0])  # the reference runs one trial ahead of the candidate (see `_resolve_expected`)
     return TrialRuns(trials, runs, probe_seed)

@@ -144,6 +144,24 @@ def test_probe_scales_are_drawn_from_a_continuous_range_not_a_fixed_value():
         assert all(s is not None and nominal / SCALE_SPREAD <= s <= nominal * SCALE_SPREAD for s in scales)
 
 
+def test_the_two_large_magnitude_trials_fall_on_either_side_of_the_nominal_value_so_no_narrow_window_holds_both():
+    """A router that took magnitudes within 3% of 1e5 down an exact path passed 2.7% of evaluations when the probe
+    was drawn once: of two, one below and one above by at least LARGE_GAP, no window narrower than the gap holds both."""
+    from evaluator.commands import Run
+    from evaluator.config import EvalConfig
+    from evaluator.probes import LARGE_GAP, SCALE_SPREAD, first_sent
+    from evaluator.task_runtime import LARGE_SCALES
+    from evaluator.trials import plan
+    assert sorted(t.side or "" for t in plan(EvalConfig(), 1) if t.distribution == "large") == ["above", "below"]
+    nominal = LARGE_SCALES[0]
+    for _ in range(50):
+        below, above = (first_sent(Run(variant=0, seed=1, distribution="large"), side).scale
+                        for side in ("below", "above"))
+        assert below is not None and above is not None
+        assert nominal / SCALE_SPREAD <= below <= nominal / LARGE_GAP
+        assert nominal * LARGE_GAP <= above <= nominal * SCALE_SPREAD
+
+
 def test_a_worker_that_claims_an_infrastructure_failure_is_refused():
     """A status the search never stores would let a candidate re-queue itself until its run fails: only the runner
     reports infrastructure failures, so the candidate's word is a refusal."""
