@@ -59,8 +59,11 @@ class QuietWindow:
     over the windows in which the driver read (the candidate cannot tell which those are): a stray wake-up in one is
     forgiven, work after every call is not."""
 
-    def __init__(self, read_cpu_ns: Callable[[], int | None]) -> None:
+    def __init__(self, read_cpu_ns: Callable[[], int | None], what: str | None = None) -> None:
+        """`what`: the refusal's account of the window, where it is not the reads' (`trusted_inputs.py`: the draw of
+        the next call's inputs)."""
         self.read_cpu_ns = read_cpu_ns
+        self.what = what
         self.read_ms: list[float] = []  # the worker's CPU in each window in which the driver read
         self.call_ms: list[float] = []  # the claimed time of those calls
 
@@ -76,6 +79,9 @@ class QuietWindow:
         if not self.read_ms:
             return
         used_ms, call_ms = statistics.median(self.read_ms), statistics.median(self.call_ms)
+        if used_ms > QUIET_FLOOR_MS + QUIET_SHARE * call_ms and self.what is not None:
+            raise Refused(Status.REJECTED, f"{self.what}: {used_ms:.3f} ms of CPU by the kernel's accounting, median "
+                                           f"over the calls, beside a median call of {call_ms:.3f} ms")
         if used_ms > QUIET_FLOOR_MS + QUIET_SHARE * call_ms:
             raise Refused(Status.REJECTED, f"the candidate's process kept working after its timed calls had returned, "
                                            f"while the driver read their outputs: {used_ms:.3f} ms of CPU by the "

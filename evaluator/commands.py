@@ -81,6 +81,7 @@ class Time(_Wire):
     variant: int
     seed: int
     warmup_ms: float = 0.0
+    shared_inputs: bool = False  # each call's inputs from the shared input file, laid out in its `go` (input_file.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,18 @@ class Go(_Wire):
     call starts when it sends this and stops at the call's reply (`clock_checks._cross_check`)."""
 
     NAME: ClassVar[str] = "go"
+    inputs: tuple[dict[str, Any], ...] | None = None  # with shared inputs: where the call's inputs lie in the file
+
+
+@dataclass(frozen=True, slots=True)
+class Draw(_Wire):
+    """The reference's worker only: draw the inputs of `seed` and copy them into the shared input file, for a
+    candidate's timed call (`input_file.py`); the reply's `inputs` says where they lie (None: the file cannot carry
+    them)."""
+
+    NAME: ClassVar[str] = "draw"
+    variant: int
+    seed: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +185,8 @@ class Built(_Wire):
     cached: bool = False
 
 
-Command = Union[Load, Run, Time, NextCall, Go, Loop, MemoryCalls, Clock, Check, Batch, Profile, Exit, Built]
-_BY_NAME: Mapping[str, type[Any]] = {c.NAME: c for c in (Load, Run, Time, NextCall, Go, Loop, MemoryCalls, Clock,
+Command = Union[Load, Run, Time, NextCall, Go, Draw, Loop, MemoryCalls, Clock, Check, Batch, Profile, Exit, Built]
+_BY_NAME: Mapping[str, type[Any]] = {c.NAME: c for c in (Load, Run, Time, NextCall, Go, Draw, Loop, MemoryCalls, Clock,
                                                          Check, Batch, Profile, Exit, Built)}
 _ENVELOPE = ("cmd", "nonce")  # the channel's own fields (wire.py)
 

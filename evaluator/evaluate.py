@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -38,8 +39,11 @@ from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindo
 from evaluator.measure import OutputReads, fresh_seed, measure, time_alone
 from evaluator.output_slot import Reservoir
 from evaluator.gpu_memory import blame_reference_failure
+from evaluator.input_file import DriverInputs
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.sandbox import Zygote
+from evaluator.timing import cpu_cold_from_bytes
+from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
 from evaluator.task_check import TaskReport, check_task
 from evaluator.torch_rule import rule_name
@@ -78,13 +82,21 @@ class LocalEvaluator:
         with self._beside(device, "starting a worker"):  # a zygote's start (imports) is heavy work on a CPU
             return self._spawn(device, role, nonce, cfg, task)
 
-    def _spawn(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task) -> WorkerConnection:
+    def _spawn(self, device: str, role: str, nonce: str, cfg: EvalConfig, task: Task,
+               inputs: DriverInputs | None = None) -> WorkerConnection:
         """A worker forked from the role's zygote (waiting for the zygote to be ready); the caller holds the device's
-        lock shared (`_beside`)."""
+        lock shared (`_beside`). `inputs`: the evaluation's shared input file, handed to the worker (read-only to
+        the candidate's)."""
         zygote = self._zygote(device, role, cfg.sandbox)
         cpu_s = int(cfg.compile_timeout_s + 4 * cfg.run_timeout_s + CPU_TIME_SLACK_S)
         gpu_share = cfg.gpu_memory_fraction if device == "cuda" and role == "candidate" else 0.0
-        handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s, gpu_share)
+        inputs_fd = inputs.worker_fd(role) if inputs is not None else None
+        try:
+            handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s, gpu_share,
+                                  inputs_fd=inputs_fd)
+        finally:
+            if inputs_fd is not None:
+                os.close(inputs_fd)
         return WorkerConnection(zygote, handle, nonce, role, task.label)
 
     def _timed(self, kind: str, what: str) -> AbstractContextManager[None]:
@@ -133,6 +145,9 @@ class LocalEvaluator:
         cand: WorkerConnection | None = None
         progress: dict[str, Any] = {}  # the reference's load command, once the candidate has loaded
         reference_failure: TaskError | None = None
+        # On a CPU, timed calls' inputs are drawn by the reference's worker into a file the candidate's maps
+        # read-only, and flushed by this process (trusted_inputs.py).
+        shared_inputs = DriverInputs(harness_library.local_flush()) if kind == "cpu" else None
         try:
             with self._beside(kind, "starting both workers, loading and building"):
                 # Both zygotes fork side by side (each fork copies a torch process's page tables), and the reference
@@ -142,15 +157,16 @@ class LocalEvaluator:
                 # --die-with-parent would follow a thread that restarted it.
                 load = self._task_load(task, candidate, kind, cfg)
                 with ThreadPoolExecutor(1, thread_name_prefix="opforge-reference-start") as pool:
-                    starting = pool.submit(self._start_reference, kind, cfg, task, load)
+                    starting = pool.submit(self._start_reference, kind, cfg, task, load, shared_inputs)
                     try:
-                        cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task)
+                        cand = self._spawn(kind, "candidate", secrets.token_hex(16), cfg, task, shared_inputs)
                         # Its load asked at once: it loads the task and imports the candidate beside the reference.
                         builds = BuildServer(self.build_cache, build_mode(kind), cfg.sandbox, "evaluation")
                         ask_load(cand, dataclasses.replace(load, candidate_source=candidate.source), builds)
                     finally:
                         ref, ref_reply, trial_runs = starting.result()
-                loaded = self._load(candidate, cfg, kind, load, ref_reply, trial_runs, cand, builds)
+                loaded = dataclasses.replace(self._load(candidate, cfg, kind, load, ref_reply, trial_runs, cand, builds),
+                                             inputs=shared_inputs)
             progress["load"] = loaded.load
             result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded, timed_over)
         except Refused as exc:
@@ -161,6 +177,8 @@ class LocalEvaluator:
             reference_failure = exc
         finally:
             close_all(ref, cand)  # side by side: each waits for its zygote to kill and reap its worker
+            if shared_inputs is not None:
+                shared_inputs.close()
         if reference_failure is not None:  # the candidate is gone now: does the reference fail alone too?
             assert ref is not None  # it failed after loading
             result = blame_reference_failure(lambda: self._connect(kind, "reference", secrets.token_hex(16), cfg, task),
@@ -184,7 +202,7 @@ class LocalEvaluator:
         unconfirmed = None
         peaks: CallPeaks | None = None
         for _ in range(MEASUREMENTS_BEFORE_REFUSING):
-            timed = self._time(ref, cand, cfg, kind, checked, loaded.threads)
+            timed = self._time(ref, cand, cfg, kind, checked, loaded.threads, loaded.inputs)
             if timed_over is not None and kind == "cpu":
                 timed_over()
             if peaks is None and kind == "cpu":
@@ -240,11 +258,11 @@ class LocalEvaluator:
                           suspicious=confirmed.suspicious, trials=checked.trials, torch_rule=rule,
                           torch_share=checked.torch_share)
 
-    def _start_reference(self, kind: str, cfg: EvalConfig, task: Task,
-                         load: Load) -> tuple[WorkerConnection, dict[str, Any], TrialRuns]:
+    def _start_reference(self, kind: str, cfg: EvalConfig, task: Task, load: Load,
+                         inputs: DriverInputs | None = None) -> tuple[WorkerConnection, dict[str, Any], TrialRuns]:
         """A reference worker forked and the task loaded in it (its reply); then its first correctness trial is
         asked at once, while the candidate's zygote may still be starting (`TrialRuns`)."""
-        ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task)
+        ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task, inputs)
         try:
             ref.ask(load)
             reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
@@ -282,9 +300,10 @@ class LocalEvaluator:
         return Loaded(load, n_variants, reply.get("tolerance"), shape_note, trial_runs, threads)
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
-              checked: Checked, threads: WorkerThreads | None = None) -> Timed:
+              checked: Checked, threads: WorkerThreads | None = None, inputs: DriverInputs | None = None) -> Timed:
         """Both sides timed (and metered) in the device's timed phase (the candidate's costlier checks and its clock
-        follow in `_run`); `threads`: the driver's count of the candidate's threads, checked through it."""
+        follow in `_run`); `threads`: the driver's count of the candidate's threads, checked through it; `inputs`:
+        the shared file both sides' timed inputs come from (`trusted_inputs.py`)."""
         with self._timed(kind, "timing"):
             # The candidate's CPU while the reference is timed, from the kernel's accounting (CPU: a GPU runtime's
             # own threads are not judged here), and its threads, counted by the driver.
@@ -296,13 +315,20 @@ class LocalEvaluator:
             def reads() -> OutputReads:  # timed outputs read by the driver itself, the worker watched meanwhile
                 return OutputReads(Reservoir(cfg.timing_recheck_reps), cand.read_outputs,
                                    QuietWindow(process.cpu_ns) if process is not None else None)
+
+            def drawn() -> TrustedInputs | None:  # the candidate's inputs drawn by the reference's worker
+                if inputs is None:
+                    return None
+                return TrustedInputs(inputs, ref, cpu_cold_from_bytes(), cfg.run_timeout_s,
+                                     quiet_while_drawing(process.cpu_ns) if process is not None else None)
             try:
                 m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,
-                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s), candidate_outputs=reads())
+                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s), candidate_outputs=reads(),
+                            trusted_inputs=drawn())
             except ClockDisagreement:  # once more: a burst of other work can fall on one side's blocks; a forged
                 m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,  # clock disagrees
                             candidate_clock=CandidateClock(cand, cfg.run_timeout_s),  # every time (an honest tune
-                            candidate_outputs=reads())  # was refused so)
+                            candidate_outputs=reads(), trusted_inputs=drawn())  # was refused so)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

@@ -31,6 +31,7 @@ from evaluator.other_work import Meter, OtherWork
 from evaluator.output_slot import Reservoir
 from evaluator.result import Status, Timing
 from evaluator.timing import median_standard_error_ms
+from evaluator.trusted_inputs import TrustedInputs
 from evaluator.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
 
 MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
@@ -159,6 +160,7 @@ class Measurement:
     kept: list[tuple[int, list[torch.Tensor]]]
     candidate_kernels: dict[str, int] = field(default_factory=dict)  # fewest launches per kernel in a timed call
     contention: Contention | None = None
+    shared_inputs: bool = False  # both sides' timed inputs came from the shared input file (trusted_inputs.py)
 
 
 def fresh_seed() -> int:
@@ -188,10 +190,12 @@ class OutputReads:
 
 
 def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: OutputReads | None, first: bool,
-           after_call: Callable[[], None] | None = None) -> None:
+           after_call: Callable[[], None] | None = None, inputs: TrustedInputs | None = None) -> None:
     """One block of timed calls of one side; `reads` (the candidate's) reads the outputs of the calls it picks before
     the driver's word on each call; `after_call` (the candidate's, `measure`'s `candidate_threads`) runs after that
-    word, while the worker draws the next call's inputs."""
+    word, while the worker makes its checks. `inputs`: each call's inputs from the shared input file, drawn by the
+    reference's worker and flushed by the driver before the call's `go` (`trusted_inputs.py`); else drawn and
+    evicted by the worker itself."""
     budget_s = cfg.max_timing_s / (2 * MIN_BLOCKS)
     floor_calls = -(-cfg.min_reps // MIN_BLOCKS)  # a block's share of the side's sample floor
     # A side that is done already (its cap reached, or settled) only keeps pace with the other's blocks, so that load
@@ -199,7 +203,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: Outp
     # other drifted on: 11 blocks and twice its cap, 4 s, in one evaluation of a 256x1024 ReLU.)
     pacing = rec.done(cfg)
     seed = fresh_seed()
-    conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0))
+    conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0, shared_inputs=inputs is not None))
+    role = "candidate" if reads is not None else "reference"
+    last_ms = 0.0
     start = time.perf_counter()
     previous = None
     calls = 0
@@ -210,15 +216,17 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: Outp
         if armed.get("status") != "armed":
             raise Refused(Status.REJECTED, f"the worker answered {str(armed.get('status'))[:40]!r} where it was to "
                                            "say that a timed call's inputs were drawn")
+        go = Go() if inputs is None else Go(inputs=tuple(inputs.armed(role, armed, 0, seed, last_ms)))
         go_at = time.perf_counter()
-        conn.send(Go())
+        conn.send(go)
         reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
         call_walls_ms.append((now - go_at) * 1e3)
         if previous is not None:
             walls_ms.append((now - previous) * 1e3)
         previous = now
-        rec.samples_ms.append(float(reply["ms"]))
+        last_ms = float(reply["ms"])
+        rec.samples_ms.append(last_ms)
         calls += 1
         if reads is not None:  # before the driver's word: the worker waits for it, and must not run meanwhile
             reads.after_call(seed, reply)
@@ -273,7 +281,8 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
             candidate_cpu: Callable[[], float | None] | None = None,
             candidate_clock: CandidateClock | None = None,
             candidate_threads: Callable[[], None] | None = None,
-            candidate_outputs: OutputReads | None = None) -> Measurement:
+            candidate_outputs: OutputReads | None = None,
+            trusted_inputs: TrustedInputs | None = None) -> Measurement:
     """Both sides timed; energy is metered separately (energy.py). `other_work`: the meter of the machine's other
     work per round (on a CPU, the kernel's accounting by default; tests pass a scripted one). `candidate_cpu`: the
     candidate's worker's CPU seconds by the kernel's accounting (`worker_cpu.WorkerCpu`), refused when it grew while
@@ -281,7 +290,11 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     and refused when it stood still there. `candidate_threads`: the driver's count of the candidate's threads
     (`worker_cpu.WorkerThreads.refuse_more`), run around the reference's blocks and after each of the candidate's
     calls. `candidate_outputs`: how the driver reads the candidate's timed outputs (`OutputReads`); by default from
-    the candidate connection's shared output file, without a quiet window."""
+    the candidate connection's shared output file, without a quiet window. `trusted_inputs`: both sides' timed
+    inputs from the shared input file (`trusted_inputs.py`), where the task's inputs fit in it; else each worker
+    draws its own."""
+    if trusted_inputs is not None and not trusted_inputs.available(0, fresh_seed()):
+        trusted_inputs = None
     idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
     meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
     floor_ms = precision_floor_ms(device_kind)
@@ -300,15 +313,17 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     for _ in range(64):
         if ref.done(cfg) and cand.done(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads, trusted_inputs))
     # Other work came and went: a few rounds more to replace the contended ones, where some rounds were quiet (a
     # machine busy throughout has none to offer, and its evaluations should not pay for rounds that cannot help).
     for _ in range(EXTRA_ROUNDS):
         if not wants_more_rounds(rounds, MIN_BLOCKS) or ref.exhausted(cfg) or cand.exhausted(cfg):
             break
-        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads))
+        rounds.append(_round(sides, ref, cand, cfg, meter, idle, candidate_clock, candidate_threads, trusted_inputs))
     if not reads.reservoir.kept:  # every evaluation checks at least one timed call
-        _block(candidate, cand, cfg, reads, first=False, after_call=candidate_threads)
+        _block(candidate, cand, cfg, reads, first=False, after_call=candidate_threads, inputs=trusted_inputs)
+    if trusted_inputs is not None:  # the earlier phase of a call's cycle first: work ahead of the call
+        trusted_inputs.refuse_busy()
     if reads.quiet is not None:
         reads.quiet.refuse_busy()
     _cross_check(ref, cand, device_kind)
@@ -320,12 +335,13 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
     return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), reads.reservoir.kept,
-                       cand.kernels or {}, chosen.contention)
+                       cand.kernels or {}, chosen.contention, shared_inputs=trusted_inputs is not None)
 
 
 def _round(sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]], ref: SideRecord, cand: SideRecord,
            cfg: EvalConfig, meter: Meter | None, idle: IdleCandidate | None = None,
-           clock: CandidateClock | None = None, threads: Callable[[], None] | None = None) -> Round:
+           clock: CandidateClock | None = None, threads: Callable[[], None] | None = None,
+           inputs: TrustedInputs | None = None) -> Round:
     """One block of each side that is not exhausted, in the evaluation's order, metered for other work; with `idle`,
     the candidate's CPU during the reference's blocks, and with `clock`, its timer clock around them; with `threads`,
     the driver's count of the candidate's threads before and after each reference block (the candidate waits then)
@@ -336,7 +352,8 @@ def _round(sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]],
     for conn, rec, reads in sides:
         if not rec.exhausted(cfg):
             def block(conn: WorkerConnection = conn, rec: SideRecord = rec, reads: OutputReads | None = reads) -> None:
-                _block(conn, rec, cfg, reads, first=rec.blocks == 0, after_call=threads if rec is cand else None)
+                _block(conn, rec, cfg, reads, first=rec.blocks == 0, after_call=threads if rec is cand else None,
+                       inputs=inputs)
             if rec is ref and idle is not None:
                 block = functools.partial(idle.around, block)
             if rec is ref and clock is not None:  # its reads outside the CPU's: a reply costs the worker CPU

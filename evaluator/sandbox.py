@@ -281,7 +281,9 @@ class Zygote:
                 self._start()
 
     def spawn(self, nonce: str, memory_limit_bytes: int = 0, cpu_limit_s: int = 0,
-              gpu_memory_fraction: float = 0.0) -> WorkerHandle:
+              gpu_memory_fraction: float = 0.0, inputs_fd: int | None = None) -> WorkerHandle:
+        """A fresh worker; `inputs_fd`: its descriptor of the evaluation's shared input file (`input_file.py`), sent
+        with its channel (the caller keeps and closes its own)."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -294,7 +296,8 @@ class Zygote:
                        "cpu_limit_s": cpu_limit_s, "gpu_memory_fraction": gpu_memory_fraction}
             try:
                 assert self._control is not None
-                socket.send_fds(self._control, [json.dumps(request).encode()], [theirs.fileno(), log_w, outputs.fd])
+                fds = [theirs.fileno(), log_w, outputs.fd, *(() if inputs_fd is None else (inputs_fd,))]
+                socket.send_fds(self._control, [json.dumps(request).encode()], fds)
                 reply = self._readline(timeout_s=30)
             except BaseException:
                 outputs.close()

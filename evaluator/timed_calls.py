@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from evaluator import heap, timing
-from evaluator.commands import Batch, Go, NextCall, Time, parse_as
+from evaluator.commands import Batch, Draw, Go, NextCall, Time, parse_as
+from evaluator.input_file import shareable
 from evaluator.task_runtime import as_outputs
 
 if TYPE_CHECKING:
@@ -39,9 +40,12 @@ def time_calls(self: Worker, cmd: Time) -> None:
         fewest: dict[str, int] | None = None  # per kernel, the fewest launches of any timed call
         left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
         after = NextCall(next_seed=None)
+        shared = bool(cmd.shared_inputs) and self.shared_inputs is not None
         while seed is not None:
-            made: list[torch.Tensor] | None = [] if timer.flushes_lines else None  # the draw's temporaries
-            inputs = rt.inputs(variant, seed, made=made)
+            if shared:  # drawn by the reference's worker into the shared file, flushed by the driver
+                inputs, evicts = _shared_call_inputs(self, variant, seed)
+            else:
+                inputs, evicts = _drawn_call_inputs(self, variant, seed)
             launches0 = dict(self.guards.launches)
             seen: dict[str, Any] = {}
             # The driver's own clock for the call runs from its `go` to the reply that `_close_timed_call`
@@ -49,11 +53,8 @@ def time_calls(self: Worker, cmd: Time) -> None:
             # the copy check, the copies of the outputs), none of the checks only the candidate pays, and not
             # the profiler's stop, whose cost follows the number of operators a call ran
             # (`clock_checks._cross_check_calls`). The eviction of a cold call's inputs comes before (the harness's
-            # own work, outside the watch), the wake of the pool right before the call.
-            evicts = timer.evict(inputs, made)
-            del made  # the temporaries freed now, their lines flushed where the call evicts
-            self.send({"status": "armed"})
-            parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
+            # own work, outside the watch, or the driver's with shared inputs), the wake of the pool right before
+            # the call.
             timer.wake()
             call: dict[str, Any] = {}
             with self._timed_watch(seen, closing=lambda: _close_timed_call(self, call)):
@@ -67,7 +68,7 @@ def time_calls(self: Worker, cmd: Time) -> None:
                 self.send({"status": "rejected", "reason": f"during timing: {next(p for p in problems if p)}"})
                 return
             if evicts:
-                timer.forget(outputs + inputs)
+                timer.forget(outputs if shared else outputs + inputs)  # shared: the driver flushes the next ones
             del out, outputs, inputs, call
             seed = after.next_seed
     # The whole dispatch table (~50 ms) at the end of the blocks the driver picks at random, after the last call.
@@ -77,6 +78,55 @@ def time_calls(self: Worker, cmd: Time) -> None:
         return
     self.send({"status": "timed", "kernels": fewest or {},
                "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
+
+def _drawn_call_inputs(self: Worker, variant: int, seed: int) -> tuple[list[Any], bool]:
+    """A timed call's inputs drawn in this worker and evicted here (no shared file): after its `armed`, the driver's
+    `go`. Returns the inputs and whether they were evicted (a cold call)."""
+    assert self.rt is not None and self.timer is not None
+    made: list[torch.Tensor] | None = [] if self.timer.flushes_lines else None  # the draw's temporaries
+    inputs = self.rt.inputs(variant, seed, made=made)
+    evicts = self.timer.evict(inputs, made)
+    del made  # the temporaries freed now, their lines flushed where the call evicts
+    self.send({"status": "armed"})
+    parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
+    return inputs, evicts
+
+
+def _shared_call_inputs(self: Worker, variant: int, seed: int) -> tuple[list[Any], bool]:
+    """A timed call's inputs from the shared file (`input_file.py`): the reference's worker draws its own calls'
+    into it before its `armed`; the candidate's wait idle while the reference's worker draws theirs and the driver
+    flushes them, and its `go` says where they lie. Returns views of the file and whether the call is a cold one."""
+    assert self.shared_inputs is not None and self.timer is not None
+    if self.role == "reference":
+        self.send({"status": "armed", "inputs": _write_inputs(self, variant, seed)})
+    else:
+        self.send({"status": "armed"})
+    go = parse_as(self.recv()[0], Go, "the driver's word to make a timed call")
+    inputs = self.shared_inputs.inputs(list(go.inputs or ()))
+    return inputs, self.timer.evicts(inputs)
+
+
+def _write_inputs(self: Worker, variant: int, seed: int) -> list[dict[str, object]] | None:
+    """The reference's worker: the inputs of `seed` drawn and copied into the shared file (their layout), the draw's
+    own tensors flushed before they are freed (their cached lines would take this worker's next output writes);
+    None where the file cannot carry them."""
+    assert self.rt is not None and self.timer is not None and self.input_writer is not None
+    made: list[torch.Tensor] | None = [] if self.timer.flushes_lines else None
+    inputs = self.rt.inputs(variant, seed, made=made)
+    if not shareable(inputs):
+        return None
+    layout = self.input_writer.write(inputs)
+    self.timer.forget(inputs + (made or []))
+    return layout.to_wire()
+
+
+def draw(self: Worker, cmd: Draw) -> None:
+    """`draw` (the reference's worker only): a candidate's timed call's inputs into the shared file."""
+    if self.role != "reference" or self.input_writer is None:
+        self.send({"status": "runtime_error", "reason": "only the reference's worker draws into the shared inputs"})
+        return
+    self.send({"status": "drawn", "inputs": _write_inputs(self, int(cmd.variant), int(cmd.seed))})
+
 
 def _close_timed_call(self: Worker, call: dict[str, Any]) -> None:
     """Right after a timed call returned, inside its watch: the copy check, the copy of the outputs into the shared

@@ -23,6 +23,7 @@ from evaluator.correctness import Comparison, compare
 from evaluator.energy import EnergyFigure
 from evaluator.exact_reference import NO_EXACT, judge, no_exact, retriable
 from evaluator.gpu_memory import steady_peak
+from evaluator.input_file import DriverInputs
 from evaluator.measure import Measurement, fresh_seed
 from evaluator.probes import all_finite, expected_in_domain, first_sent
 from evaluator.result import Status
@@ -260,6 +261,7 @@ class Loaded:
     shape_note: str
     trials: TrialRuns  # the first asked of the reference already
     threads: WorkerThreads | None = None  # the candidate's worker's threads, counted by the driver (CPU)
+    inputs: DriverInputs | None = None  # the shared file both sides' timed inputs come from (CPU; input_file.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,12 +18,13 @@ from evaluator import (call_watch, exact_reference, harness_library, interpreter
                        torch_profile)
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
-from evaluator.commands import Batch, Check, Clock, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
+from evaluator.commands import Batch, Check, Clock, Draw, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
 from evaluator.dynamo_absent import mark
 from evaluator.guards import Guards
 from evaluator.observer import CallObserver
 from evaluator.op_trace import OpTrace
 from evaluator.fast_draws import FastDraws
+from evaluator.input_file import InputReader, InputWriter
 from evaluator.line_flush import LineFlush
 from evaluator.output_slot import WorkerSlot
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
@@ -41,7 +42,8 @@ def _marked(send: Callable[..., None]) -> Callable[..., None]:
 
 
 class Worker:
-    def __init__(self, channel: Channel, role: str, guards: Guards, outputs: WorkerSlot | None = None):
+    def __init__(self, channel: Channel, role: str, guards: Guards, outputs: WorkerSlot | None = None,
+                 inputs: InputReader | None = None):
         self.ch = channel
         # Bound at start, before any candidate code: patching Channel's class later does not reach these.
         self.send, self.recv = _marked(channel.send), channel.recv
@@ -50,6 +52,10 @@ class Worker:
         # Where timed calls' outputs are copied for the driver to read (a file of its own where none was handed over:
         # a worker driven by a test that reads none).
         self.outputs = outputs if outputs is not None else WorkerSlot(os.memfd_create("opforge-outputs", os.MFD_CLOEXEC))
+        # The evaluation's shared input file (`input_file.py`), where the driver handed one over: timed calls read
+        # their inputs from it, and only the reference's worker writes it.
+        self.shared_inputs = inputs
+        self.input_writer = InputWriter(inputs.fd) if inputs is not None and role == "reference" else None
         self.enforce = role == "candidate"
         self.rt: TaskRuntime | None = None
         self.model_cls: Any = None
@@ -255,6 +261,9 @@ class Worker:
 
     def cmd_time(self, cmd: Time) -> None:
         timed_calls.time_calls(self, cmd)
+
+    def cmd_draw(self, cmd: Draw) -> None:
+        timed_calls.draw(self, cmd)
 
     def cmd_loop(self, cmd: Loop) -> None:
         """Back-to-back calls on one set of inputs for at least `seconds`: what the driver meters energy over."""

@@ -36,7 +36,8 @@ def _prepare_environment(device: str) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; sandbox.openmp_environment decides
 
 
-def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, workdir: str, role: str) -> None:
+def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, inputs_fd: int | None, workdir: str,
+           role: str) -> None:
     os.setsid()
     process_tree.set_subreaper()
     os.dup2(log_fd, 1)
@@ -52,6 +53,7 @@ def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, workdir: s
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     sys.stdin = open(os.devnull)  # noqa: SIM115
 
+    from evaluator.input_file import InputReader
     from evaluator.output_slot import WorkerSlot
     from evaluator.wire import Channel
     from evaluator.worker import Worker
@@ -70,7 +72,8 @@ def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, workdir: s
                     float(request.get("gpu_memory_fraction", 0.0)))
     harden(request["device"], role, guards, limits, CANDIDATE_MODULE)
     channel = Channel(socket.socket(fileno=chan_fd), request["nonce"])
-    Worker(channel, role, guards, WorkerSlot(outputs_fd)).serve()
+    inputs = None if inputs_fd is None else InputReader(inputs_fd, writable=role == "reference")
+    Worker(channel, role, guards, WorkerSlot(outputs_fd), inputs).serve()
 
 
 def warm_imports(role: str, device: str, flush_ahead: bool = True, dynamo: bool = True) -> None:
@@ -172,7 +175,7 @@ def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bo
     while True:
         _reap(children)
         try:
-            msg, fds, _, _ = socket.recv_fds(control, 65536, 3)
+            msg, fds, _, _ = socket.recv_fds(control, 65536, 4)
         except OSError:
             break
         if not msg:
@@ -189,14 +192,15 @@ def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bo
                 shutil.rmtree(children.pop(pid), ignore_errors=True)
             control.sendall(b'{"killed": true}\n')
             continue
-        chan_fd, log_fd, outputs_fd = fds
+        chan_fd, log_fd, outputs_fd = fds[:3]
+        inputs_fd = fds[3] if len(fds) > 3 else None  # the evaluation's shared input file (input_file.py)
         workdir = tempfile.mkdtemp(prefix="opforge-eval-")
         pid = os.fork()
         if pid == 0:
             control.close()
             code = 0
             try:
-                _child(request, chan_fd, log_fd, outputs_fd, workdir, role)
+                _child(request, chan_fd, log_fd, outputs_fd, inputs_fd, workdir, role)
             except BaseException:  # noqa: BLE001
                 # Into the worker's log (stderr is its log pipe once _child got that far): a worker that fails
                 # while starting says why, and the driver quotes it (connection.py: the reference's log tail).
@@ -207,6 +211,8 @@ def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bo
         os.close(chan_fd)
         os.close(log_fd)
         os.close(outputs_fd)
+        if inputs_fd is not None:
+            os.close(inputs_fd)
         children[pid] = workdir
         control.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     for pid in list(children):
