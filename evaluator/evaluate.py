@@ -39,7 +39,8 @@ from evaluator.measure import OutputReads, fresh_seed, measure, time_alone
 from evaluator.output_slot import Reservoir
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
-from evaluator.sandbox import Zygote
+from evaluator.process_tree import spare_threads
+from evaluator.sandbox import Zygote, openmp_environment
 from evaluator.task import Task, TaskError
 from evaluator.task_check import TaskReport, check_task
 from evaluator.torch_rule import rule_name
@@ -275,7 +276,9 @@ class LocalEvaluator:
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
         # The driver's own count of the worker's threads starts at its first answer (`worker_cpu.WorkerThreads`).
-        threads = WorkerThreads(WorkerCpu(cand.zygote.host_pid, cand.handle.pid)) if kind == "cpu" else None
+        threads = WorkerThreads(WorkerCpu(cand.zygote.host_pid, cand.handle.pid),
+                                spare=spare_threads(int(openmp_environment()["OMP_NUM_THREADS"])),
+                                messages=lambda: cand.messages) if kind == "cpu" else None
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
                        cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True,
                        first_reply=threads.count_first if threads is not None else None)
