@@ -197,7 +197,8 @@ def test_the_connection_counts_every_message_but_reads_of_the_clock():
 
     replies = iter([{"status": "clock", "now_ms": 1.0}, {"status": "armed"}])
     conn = WorkerConnection.__new__(WorkerConnection)
-    conn.channel = SimpleNamespace(send=lambda header: None, recv=lambda timeout_s: (next(replies), []))  # type: ignore[assignment]
+    channel = SimpleNamespace(send=lambda header: None, recv=lambda timeout_s: (next(replies), []))
+    conn.channel = channel  # type: ignore[assignment]
     conn.zygote, conn.role, conn.messages = SimpleNamespace(dynamo=False), "candidate", 0  # type: ignore[assignment]
     conn.send(Clock())
     conn.recv(1.0, "reading its clock")
