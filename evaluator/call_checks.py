@@ -80,11 +80,14 @@ def refuse_reason(guards: Guards, deep: bool = False) -> str | None:
 
 
 def threads_problem(guards: Guards) -> str | None:
+    """More threads than the candidate may keep parked (`Guards.spare_threads`). This count is the worker's first
+    line; the driver's, and its account of each thread's CPU while the worker waits, decide (`worker_cpu.py`)."""
     extra = guards.extra_threads()
-    if extra <= 0:
+    if extra <= guards.spare_threads:
         return None
-    return (f"the candidate's process has {extra} more thread(s) after a call than before its first (a thread left "
-            "running, or a native kernel that raised its own OpenMP thread count: both sides get the same threads)")
+    return (f"the candidate's process has {extra} more thread(s) after a call than before its first, where "
+            f"{guards.spare_threads} may stay parked (a thread left running, or a native kernel that raised its own "
+            "OpenMP thread count: both sides get the same threads)")
 
 
 _no_torch_function = torch._C.DisableTorchFunction

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from evaluator.commands import Command, Exit
+from evaluator.commands import Clock, Command, Exit
 from evaluator.heap import malloc_bytes
 from evaluator.result import Status
 from evaluator.sandbox import WorkerHandle, Zygote
@@ -35,8 +35,13 @@ class WorkerConnection:
         self.channel = Channel(handle.sock, nonce, buffer=malloc_bytes)
         self.last_request: Command | None = None
         self.closed = False
+        # Messages to and from the worker so far, but reads of its clock: where none passed between two reads of its
+        # threads, it waited for its next command throughout (`worker_cpu.WorkerThreads`).
+        self.messages = 0
 
     def send(self, cmd: Command) -> None:
+        if not isinstance(cmd, Clock):
+            self.messages += 1
         try:
             self.channel.send(cmd.to_wire())
         except OSError:
@@ -53,6 +58,8 @@ class WorkerConnection:
             raise self._failure(Status.REJECTED, f"sent a malformed or forged message on the result channel "
                                                  f"({exc})") from None
         status = reply.get("status")
+        if status != "clock":
+            self.messages += 1
         if status == Status.NEEDS_DYNAMO and self.zygote.dynamo:  # only a zygote without dynamo may say so
             raise self._failure(Status.REJECTED, "said it needs torch._dynamo, which its worker has loaded")
         if status == Status.INFRA_FAILED:  # the runner's word about its own machinery, never a worker's

@@ -41,7 +41,8 @@ from evaluator.output_slot import Reservoir
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.input_file import DriverInputs
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
-from evaluator.sandbox import Zygote
+from evaluator.process_tree import spare_threads
+from evaluator.sandbox import Zygote, openmp_environment
 from evaluator.timing import cpu_cold_from_bytes
 from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
@@ -293,7 +294,9 @@ class LocalEvaluator:
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
         # The driver's own count of the worker's threads starts at its first answer (`worker_cpu.WorkerThreads`).
-        threads = WorkerThreads(WorkerCpu(cand.zygote.host_pid, cand.handle.pid)) if kind == "cpu" else None
+        threads = WorkerThreads(WorkerCpu(cand.zygote.host_pid, cand.handle.pid),
+                                spare=spare_threads(int(openmp_environment()["OMP_NUM_THREADS"])),
+                                messages=lambda: cand.messages) if kind == "cpu" else None
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
                        cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True,
                        first_reply=threads.count_first if threads is not None else None)

@@ -77,6 +77,7 @@ class Guards:
         # on a CPU only (a GPU's runtime starts threads of its own lazily); None until the snapshot.
         self.os_thread_count: Callable[[], int] = process_tree.os_thread_count
         self.baseline_os_threads: int | None = None
+        self.spare_threads = 0  # threads beyond the baseline that may stay (parked: the driver judges their CPU)
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
         self.build_client: Callable[..., tuple[dict[str, Any], list[Any]]] | None = None  # (spec, kind="cuda")
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
@@ -268,6 +269,7 @@ class Guards:
         table too, for `dispatcher_changed(deep=True)`, and on a CPU the count of the process's OS threads."""
         self.baseline_threads = self.thread_count()
         self.baseline_os_threads = None
+        self.spare_threads = process_tree.spare_threads(torch.get_num_threads())
         if dispatcher and not torch.cuda.is_initialized():  # the candidate's worker, on a CPU
             process_tree.warm_thread_pools()  # OpenMP's pool exists before the count, as in any worker
             self.baseline_os_threads = self.os_thread_count()
@@ -337,8 +339,9 @@ class Guards:
 
     def extra_threads(self) -> int:
         """Threads beyond those before the candidate: Python's, and on a CPU the process's OS threads, so that a
-        native kernel that raised OpenMP's thread count (its pool keeps the extra threads) or left a pthread running
-        is seen too."""
+        native kernel that raised OpenMP's thread count (its pool keeps the extra threads) is seen too. Up to
+        `spare_threads` may stay, judged by their CPU while the worker waits (`call_checks.idle` here, each thread's
+        by the driver: `worker_cpu.WorkerThreads`)."""
         extra = self.thread_count() - self.baseline_threads
         if self.baseline_os_threads is not None:
             extra = max(extra, self.os_thread_count() - self.baseline_os_threads)

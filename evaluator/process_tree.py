@@ -161,6 +161,13 @@ def os_thread_count(listdir: Callable[[str], list[str]] = os.listdir) -> int:
         return 0
 
 
+def spare_threads(threads: int) -> int:
+    """The threads beyond the first count a candidate may keep, where both sides get `threads` (OMP_NUM_THREADS):
+    the reference computes on its calling thread and `threads - 1` of OpenMP's pool, so a pool of the candidate's own
+    beside its calling thread may hold as many. More can only add threads computing at once."""
+    return max(0, threads - 1)
+
+
 def warm_thread_pools() -> None:
     """Start the threads every worker has once it has run anything, before they are counted: OpenMP's pool (an ATen
     reduction above its grain size runs in parallel). The call observer starts no thread (the profiler's CPU-only

@@ -71,6 +71,16 @@ def test_only_the_reference_blocks_are_watched(monkeypatch: pytest.MonkeyPatch):
     assert ref.blocks == 1 and cand.blocks == 1
 
 
+class Counts(WorkerCpu):
+    """The driver's reads of a worker's threads, scripted: each a count of threads that never ran."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.pid, self.counts = 1, iter(counts)
+
+    def thread_cpu_ns(self) -> dict[int, int] | None:
+        return {tid: 0 for tid in range(1, next(self.counts) + 1)}
+
+
 def test_threads_are_counted_from_outside_and_more_than_the_first_count_refused():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
     try:
@@ -78,13 +88,6 @@ def test_threads_are_counted_from_outside_and_more_than_the_first_count_refused(
     finally:
         child.wait()
     assert WorkerCpu(None, 123).threads() is None
-
-    class Counts(WorkerCpu):
-        def __init__(self, counts: list[int]) -> None:
-            self.pid, self.counts = 1, iter(counts)
-
-        def threads(self) -> int | None:
-            return next(self.counts)
 
     watch = WorkerThreads(Counts([3, 3, 4]))
     watch.count_first()
@@ -119,18 +122,101 @@ def test_the_first_count_is_the_lower_of_the_drivers_and_the_snapshots():
     """Threads that the candidate's Python code started during its import, before the worker's first answer, are
     beyond the count of the worker's snapshot, taken before the import."""
 
-    class Counts(WorkerCpu):
-        def __init__(self, counts: list[int]) -> None:
-            self.pid, self.counts = 1, iter(counts)
-
-        def threads(self) -> int | None:
-            return next(self.counts)
-
-    started_at_import = WorkerThreads(Counts([5, 5]))
+    started_at_import = WorkerThreads(Counts([5, 5]), spare=1)
     started_at_import.count_first({"status": "build", "threads": 3})
-    with pytest.raises(Refused, match="2 more OS thread"):
+    with pytest.raises(Refused, match="2 more OS thread.*where 1 may stay parked"):
         started_at_import.refuse_more()
     for reported in (None, 0, 7, "3"):  # none, nonsense, or more than the driver counts: the driver's count holds
         watch = WorkerThreads(Counts([5, 5]))
         watch.count_first({"status": "ready", "threads": reported})
         watch.refuse_more()
+
+
+class ThreadReads(WorkerCpu):
+    """A worker (pid 100) whose threads' CPU the test scripts, as /proc/<pid>/task/<tid>/schedstat would give it."""
+
+    def __init__(self) -> None:
+        self.pid = 100
+        self.now: dict[int, int] = {100: 0, 101: 0}  # the main thread and OpenMP's pool before the candidate
+
+    def thread_cpu_ns(self) -> dict[int, int] | None:
+        return dict(self.now)
+
+
+def test_kept_threads_are_judged_by_their_cpu_while_the_worker_waits():
+    """A thread beyond the first count may stay while it does nothing outside the calls: parked between them, it
+    passes; one that computes while the worker waits for its next command (the reference's blocks) is refused, however
+    long it was parked before. Windows in which a message passed are the calls', which the threads serve."""
+    worker, messages, now_s = ThreadReads(), [0], [0.0]
+    watch = WorkerThreads(worker, spare=1, messages=lambda: messages[0], clock=lambda: now_s[0])
+    watch.count_first()
+    ms = 1_000_000
+
+    def read(messages_since: int, seconds: float, **grew_ms: float) -> None:
+        messages[0] += messages_since
+        now_s[0] += seconds
+        for name, grew in grew_ms.items():
+            tid = int(name[1:])
+            worker.now[tid] = worker.now.get(tid, 0) + int(grew * ms)
+        watch.refuse_more()
+
+    read(3, 0.2, t100=40, t102=30)  # a call: the pool's thread (102) started and computed in it, the main one too
+    read(1, 0.1, t100=5)  # the worker's end of its block, then the read before the reference's block
+    read(0, 0.5, t100=50, t101=0.01, t102=0.02)  # the reference's block: parked (the main thread is not judged)
+    read(4, 0.3, t100=40, t101=20, t102=60)  # calls again
+    read(0, 0.5, t102=5)  # a wake-up in a wait: 5 ms, under the floor
+    assert watch.waited_s == pytest.approx(1.0)
+    with pytest.raises(Refused, match=r"ran 105\.0 ms of CPU in the 1\.50 s it waited for its next command "
+                                      r"\(thread 102: 105\.0 ms\)"):
+        read(0, 0.5, t102=100)  # computing between calls: 105 ms in 1.5 s of waiting, over 5% of it (75 ms)
+
+
+def test_a_thread_born_while_the_worker_waits_counts_whole_and_more_threads_than_spare_are_refused():
+    worker, messages = ThreadReads(), [0]
+    watch = WorkerThreads(worker, spare=1, messages=lambda: messages[0], clock=iter([0.0, 0.1, 0.2]).__next__)
+    watch.count_first()
+    watch.refuse_more()
+    worker.now[103] = 20 * 1_000_000  # started and ran 20 ms since the last read, with no message in between
+    with pytest.raises(Refused, match="thread 103: 20.0 ms"):
+        watch.refuse_more()
+    worker.now.update({104: 0, 105: 0})
+    with pytest.raises(Refused, match="3 more OS thread.*where 1 may stay parked"):
+        watch.refuse_more()
+    unjudged = WorkerThreads(ThreadReads(), spare=1)  # no message count: the threads are counted, not timed
+    unjudged.count_first()
+    unjudged.process.now[102] = 10**9  # type: ignore[attr-defined]
+    unjudged.refuse_more()
+    unjudged.refuse_more()
+
+
+def test_the_connection_counts_every_message_but_reads_of_the_clock():
+    from types import SimpleNamespace
+
+    from evaluator.commands import Clock, Go
+    from evaluator.connection import WorkerConnection
+
+    replies = iter([{"status": "clock", "now_ms": 1.0}, {"status": "armed"}])
+    conn = WorkerConnection.__new__(WorkerConnection)
+    channel = SimpleNamespace(send=lambda header: None, recv=lambda timeout_s: (next(replies), []))
+    conn.channel = channel  # type: ignore[assignment]
+    conn.zygote, conn.role, conn.messages = SimpleNamespace(dynamo=False), "candidate", 0  # type: ignore[assignment]
+    conn.send(Clock())
+    conn.recv(1.0, "reading its clock")
+    assert conn.messages == 0
+    conn.send(Go())
+    conn.recv(1.0, "a timed call")
+    assert conn.messages == 2
+
+
+def test_the_workers_own_count_is_a_first_line_that_allows_the_spare_threads():
+    from evaluator.call_checks import threads_problem
+    from evaluator.guards import Guards
+
+    guards = Guards(watched_modules=())
+    guards.thread_count, guards.baseline_threads = (lambda: 1), 1
+    guards.baseline_os_threads, guards.spare_threads = 4, 1
+    guards.os_thread_count = lambda: 5  # a parked pool of one
+    assert threads_problem(guards) is None
+    guards.os_thread_count = lambda: 6
+    assert "2 more thread(s) after a call than before its first, where 1 may stay parked" in (
+        threads_problem(guards) or "")
