@@ -28,13 +28,17 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 HUB_VARIANT = "torch-cpu"
 
 
-def export_model(store: Store, extracted: Path, out: Path, name: str) -> tuple[ExportResult, list[dict[str, Any]]]:
+def export_model(store: Store, extracted: Path, out: Path, name: str,
+                 min_speedup: float | None = 1.0) -> tuple[ExportResult, list[dict[str, Any]]]:
+    """The package for an extracted model; `min_speedup`: only kernels at least that many times as fast as their
+    group's PyTorch are swapped in (1 by default: a slower one would slow the model down; the left-out groups are
+    named in the notes and run as PyTorch)."""
     plan_path = Path(extracted) / PLAN
     if not plan_path.is_file():
         raise ModelError(f"{extracted} holds no {PLAN}; run `opforge model extract MODEL.py --out {extracted}` first.")
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
     run_ids, notes = suite_runs(store, str(Path(extracted).resolve()))
-    result = export_package(store, run_ids, out, name=name,
+    result = export_package(store, run_ids, out, name=name, min_speedup=min_speedup,
                             source={"suite": str(Path(extracted).resolve()), "model": plan["model"]})
     operators = {op["name"]: op for op in result.operators}
     groups = []

@@ -3,7 +3,7 @@
     opforge model profile MODEL.py [--json]                        hot groups and ATen ops, with shares of the time
     opforge model extract MODEL.py --out DIR                       the groups as task files (+ seeds) and model.json
     opforge bench --suite DIR --coder tune --backend cpp           optimise them (any bench option)
-    opforge model export DIR --out PKG [--name NAME]               patch(model) + Kernel Hub layout (docs/MODEL.md)
+    opforge model export DIR --out PKG [--name NAME] [--min-speedup X]  patch(model) + Kernel Hub layout (docs/MODEL.md)
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     exp.add_argument("extracted", metavar="DIR", help="the folder `opforge model extract` wrote (and a bench ran on)")
     exp.add_argument("--out", required=True, metavar="PKG", help="where to write the package")
     exp.add_argument("--name", default="opforge_model", help="the package's import name (default opforge_model)")
+    exp.add_argument("--min-speedup", type=float, default=1.0, metavar="X",
+                     help="swap in only kernels measured at least X times as fast as the group's PyTorch (default 1: "
+                          "a kernel slower than PyTorch would make the patched model slower; 0 keeps every correct "
+                          "one)")
     add_db_argument(exp)
     exp.add_argument("--json", action="store_true", help="print one JSON object describing the package")
     exp.set_defaults(run=run_export)
@@ -102,9 +106,12 @@ def run_export(args: argparse.Namespace) -> int:
         check_name(args.name)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
+    if not args.min_speedup >= 0:
+        raise UsageError(f"--min-speedup must be a non-negative number, not {args.min_speedup}.")
     store = open_store(args.db)
     try:
-        result, groups = export_model(store, Path(args.extracted), Path(args.out), args.name)
+        result, groups = export_model(store, Path(args.extracted), Path(args.out), args.name,
+                                      min_speedup=args.min_speedup or None)
     except (ExportError, ModelError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     finally:
