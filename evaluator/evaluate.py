@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evaluator import harness_library, policy
+from evaluator import harness_library, policy, task_size
 from evaluator.build_cache import BuildCache
 from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_in_triton_interpreter
 from evaluator.build_stage import BuildServer, ask_load, build_mode, load_candidate
@@ -46,6 +46,7 @@ from evaluator.sandbox import Zygote, openmp_environment
 from evaluator.timing import cpu_cold_from_bytes
 from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
+from evaluator.task_size import TaskSize
 from evaluator.task_check import TaskReport, check_task
 from evaluator.torch_rule import rule_name
 from evaluator.trials import (Checked, Loaded, Profiled, Timed, TrialRuns, ask_first_trial, plan, recheck_timed,
@@ -166,8 +167,8 @@ class LocalEvaluator:
                         ask_load(cand, dataclasses.replace(load, candidate_source=candidate.source), builds)
                     finally:
                         ref, ref_reply, trial_runs = starting.result()
-                loaded = dataclasses.replace(self._load(candidate, cfg, kind, load, ref_reply, trial_runs, cand, builds),
-                                             inputs=shared_inputs)
+                loaded = self._load(candidate, cfg, kind, load, ref_reply, trial_runs, cand, builds)
+                loaded = dataclasses.replace(loaded, inputs=shared_inputs)
             progress["load"] = loaded.load
             result = self._run(task, candidate, cfg, kind, dev, ref, cand, loaded, timed_over)
         except Refused as exc:
@@ -267,6 +268,11 @@ class LocalEvaluator:
         try:
             ref.ask(load)
             reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
+            if kind == "cpu":  # a task that cannot fit is refused before its first trial draws anything
+                sizes = [s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None]
+                too_big = task_size.refusal(task.label, sizes, task_size.available_bytes(), cfg.memory_limit_bytes)
+                if too_big:
+                    raise TaskError(too_big)
             return ref, reply, ask_first_trial(ref, plan(cfg, int(reply["variants"])))
         except BaseException:
             ref.close()

@@ -80,7 +80,7 @@ class InputLayout:
 
 
 def shareable(inputs: list[Any]) -> bool:
-    """Whether the file can carry these inputs exactly: contiguous CPU tensors of the wire's dtypes, and plain values."""
+    """Whether the file can carry these inputs exactly: contiguous CPU tensors of the wire's dtypes, plain values."""
     if len(inputs) > MAX_INPUTS:
         return False
     for x in inputs:

@@ -16,6 +16,7 @@ from evaluator.degenerate_probes import probe_task
 from evaluator.device import resolve_device
 from evaluator.measure import fresh_seed
 from evaluator.task import Task, TaskError
+from evaluator.task_size import HELD_COPIES, TaskSize, available_bytes, refusal
 
 META_NOTE = "shapes only: the degenerate-task checks need real values (run without --meta; the CPU by default)"
 
@@ -36,6 +37,7 @@ class TaskReport:
     degenerate: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     degenerate_checked: bool = False  # False on the meta device: values are unknown there
+    sizes: tuple[TaskSize, ...] = ()  # each variant's bytes a call, from the meta device (empty: unknown)
 
 
 def check_task(connect: Connect, task: Task, device: str = "cpu", timeout_s: float = 300.0,
@@ -70,6 +72,11 @@ def _check(connect: Connect, task: Task, device: str, timeout_s: float, probe: b
                                      init_seeds=(fresh_seed(),) * 64, interpreter_shape=interpreter_shape),
                                 timeout_s, "loading")
         n = int(reply["variants"])
+        sizes = tuple(s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None)
+        if kind == "cpu":  # at its size, before any variant is drawn (task_size.py)
+            too_big = refusal(task.label, list(sizes), available_bytes(), EvalConfig().memory_limit_bytes)
+            if too_big:
+                raise TaskError(too_big)
         inputs, outputs, ops = [], [], set()
         base_seed, base = fresh_seed(), list[Any]()
         for v in range(n):
@@ -80,7 +87,7 @@ def _check(connect: Connect, task: Task, device: str, timeout_s: float, probe: b
             ops.update(r.get("ops", []))
             base = got if v == 0 else base
         variants = tuple(dict(v) for v in reply.get("variant_overrides", [{}] * n))
-        report = TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind)
+        report = TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind, sizes=sizes)
         if not probe or kind == "meta":
             return report
         findings, notes = probe_task(conn, timeout_s, base_seed, base, inputs[0], reply.get("tolerance"))

@@ -39,7 +39,8 @@ class TrustedInputs:
 
     def available(self, variant: int, seed: int) -> bool:
         """Whether the file can carry this task's inputs (asked once, before timing: a draw of `seed`)."""
-        reply, _ = self.reference.request(Draw(variant=variant, seed=seed), self.timeout_s, "drawing a timed call's inputs")
+        reply, _ = self.reference.request(Draw(variant=variant, seed=seed), self.timeout_s,
+                                          "drawing a timed call's inputs")
         return reply.get("inputs") is not None
 
     def armed(self, role: str, armed: dict[str, Any], variant: int, seed: int, last_call_ms: float) -> list[Any]:

@@ -14,8 +14,8 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import (call_watch, exact_reference, harness_library, interpreter_gaps, memory_calls, timed_calls, timing,
-                       torch_profile)
+from evaluator import (call_watch, exact_reference, harness_library, interpreter_gaps, memory_calls, task_size,
+                       timed_calls, timing, torch_profile)
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
 from evaluator.commands import Batch, Check, Clock, Draw, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
@@ -124,7 +124,11 @@ class Worker:
         if self.role == "reference":
             self.model_cls = self.rt.module.Model
             tol = getattr(self.rt.module, "TOLERANCE", None)
-            self.send({"status": "ready", "variants": len(self.rt.variants), "variant_overrides":
+            # Each variant's bytes, from the task on the meta device: the driver refuses a task that cannot fit
+            # before its first trial draws anything (task_size.py).
+            sizes = task_size.measure_on_meta(cmd.task_source, cmd.task_name, len(self.rt.variants))
+            self.send({"status": "ready", "variants": len(self.rt.variants),
+                       "sizes": None if sizes is None else [s.to_wire() for s in sizes], "variant_overrides":
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
                           "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None,
                           "interpreter_shape": None if self.rt.interpreter_shape is None else

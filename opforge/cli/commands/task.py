@@ -15,6 +15,7 @@ from pathlib import Path
 from benchmarks.kernelbench import problems
 from evaluator import TaskError, TaskReport, default_evaluator, load_task
 from evaluator.task_check import META_NOTE
+from evaluator.task_size import HELD_COPIES
 from opforge.errors import UsageError
 from opforge.cli.commands.eval import require_device
 
@@ -92,7 +93,8 @@ def _as_json(path: str, report: TaskReport) -> dict:
     return {"task": path, "ok": True, "device": report.device, "variants": list(report.variants),
             "inputs": [list(v) for v in report.inputs], "outputs": [list(v) for v in report.outputs],
             "ops": list(report.ops), "degenerate": list(report.degenerate),
-            "degenerate_checked": report.degenerate_checked, "notes": list(report.notes)}
+            "degenerate_checked": report.degenerate_checked, "notes": list(report.notes),
+            "sizes": [s.to_wire() for s in report.sizes]}
 
 
 def _print_report(path: str, report: TaskReport, repeat_meta_note: bool) -> None:
@@ -105,12 +107,21 @@ def _print_report(path: str, report: TaskReport, repeat_meta_note: bool) -> None
         print(f"    outputs: {_shapes(outs)}")
     if report.ops:
         print(f"  reference ops: {', '.join(report.ops)}")
+    if report.sizes:
+        worst = max(report.sizes, key=lambda s: s.call_bytes)
+        held = _mib(HELD_COPIES * worst.call_bytes)
+        print(f"  memory: {_mib(worst.input_bytes)} of inputs and {_mib(worst.weight_bytes)} of weights a call at "
+              f"the largest variant; an evaluation holds about {HELD_COPIES}x that ({held})")
     for finding in report.degenerate:
         print(f"  degenerate: {finding}")
     for note in report.notes:
         if repeat_meta_note or note != META_NOTE:  # a folder's summary line says it once
             print(f"  note: {note}")
     sys.stdout.flush()
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def _shapes(items: tuple[dict, ...]) -> str:
