@@ -97,3 +97,47 @@ def test_an_evaluation_times_both_sides_on_inputs_the_reference_drew_into_the_sh
     assert result.status == Status.OK, result.reason
     assert seen and all(shared for shared, _ in seen)
     assert all(drawn >= 1 for _, drawn in seen)  # the candidate's timed calls' inputs came from the reference's draws
+
+
+class _Reference:
+    """The reference's connection as `TrustedInputs` uses it: each `draw` writes the seed's inputs into the file."""
+
+    def __init__(self, fd: int, cpu: list[int], busy_ns: int) -> None:
+        self.writer, self.cpu, self.busy_ns = InputWriter(fd), cpu, busy_ns
+        self.asked: list[object] = []
+
+    def request(self, cmd, timeout_s, doing):
+        self.asked.append(cmd)
+        self.cpu[0] += self.busy_ns  # what the candidate's process ran meanwhile, by the kernel's accounting
+        g = torch.Generator().manual_seed(cmd.seed)
+        return {"status": "drawn", "inputs": self.writer.write([torch.randn(64, generator=g)]).to_wire()}, []
+
+
+@pytest.mark.parametrize("busy_ns, refused", [(0, False), (20_000, False), (5_000_000, True)])
+def test_the_candidate_working_while_its_inputs_are_drawn_is_refused_and_waiting_is_not(busy_ns, refused):
+    from evaluator.connection import Refused
+    from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
+    driver = DriverInputs(flush_lines=None)
+    flushed: list[int] = []
+    driver.flush_lines = lambda views: flushed.append(len(views))
+    ref_fd, cand_fd = driver.worker_fd("reference"), driver.worker_fd("candidate")
+    reader = InputReader(cand_fd, writable=False)
+    cpu = [0]
+    reference = _Reference(ref_fd, cpu, busy_ns)
+    trusted = TrustedInputs(driver, reference, cold_from_bytes=0, timeout_s=5.0,  # type: ignore[arg-type]
+                            quiet=quiet_while_drawing(lambda: cpu[0]))
+    try:
+        for seed in range(1, 8):
+            layout = trusted.armed("candidate", {"status": "armed"}, 0, seed, last_call_ms=1.0)
+            [x] = reader.inputs(layout)
+            assert torch.equal(x, torch.randn(64, generator=torch.Generator().manual_seed(seed)))
+        assert len(reference.asked) == 7 and flushed == [1] * 7  # every call's inputs drawn by the reference, flushed
+        if refused:
+            with pytest.raises(Refused, match="drew its next timed call's inputs"):
+                trusted.refuse_busy()
+        else:
+            trusted.refuse_busy()
+    finally:
+        os.close(ref_fd)
+        os.close(cand_fd)
+        driver.close()
