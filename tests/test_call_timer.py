@@ -336,7 +336,7 @@ def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
 
     candidate_records: list[SideRecord] = []
 
-    def block(conn, rec, cfg, reads, first, after_call=None):  # noqa: ANN001, ANN202
+    def block(conn, rec, cfg, reads, first, after_call=None, inputs=None):  # noqa: ANN001, ANN202
         order.append(conn)
         rec.blocks += 1
         rec.samples_ms += [1.0] * 10
