@@ -49,6 +49,7 @@ class Load(_Wire):
     copy_grants: bool = True
     torch_glue: bool = False  # the rule for PyTorch inside a candidate (torch_rule.py); False: kernels only
     harness_library: str | None = None
+    size_task: bool = False  # the reference's worker: size every variant on the meta device (task_size.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ class LocalEvaluator:
                              f"{hidden}; start them with WarmZygotes.for_cache(BuildCache.open({build_cache!r}))")
         self._zygotes = zygotes if zygotes is not None else WarmZygotes(hidden)
         self._devices: dict[str, DeviceInfo] = {}
+        self._task_sizes: dict[str, tuple[TaskSize, ...]] = {}  # by task source: sized once (task_size.py)
 
     def _zygote(self, device: str, role: str, isolation: str) -> Zygote:
         return self._zygotes.get(device, role, isolation)
@@ -266,11 +267,15 @@ class LocalEvaluator:
         asked at once, while the candidate's zygote may still be starting (`TrialRuns`)."""
         ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task, inputs)
         try:
-            ref.ask(load)
+            unsized = kind == "cpu" and task.source not in self._task_sizes
+            ref.ask(dataclasses.replace(load, size_task=True) if unsized else load)
             reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
+            if unsized:
+                self._task_sizes[task.source] = tuple(
+                    s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None)
             if kind == "cpu":  # a task that cannot fit is refused before its first trial draws anything
-                sizes = [s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None]
-                too_big = task_size.refusal(task.label, sizes, task_size.available_bytes(), cfg.memory_limit_bytes)
+                too_big = task_size.refusal(task.label, list(self._task_sizes[task.source]),
+                                            task_size.available_bytes(), cfg.memory_limit_bytes)
                 if too_big:
                     raise TaskError(too_big)
             return ref, reply, ask_first_trial(ref, plan(cfg, int(reply["variants"])))

@@ -69,7 +69,8 @@ def _check(connect: Connect, task: Task, device: str, timeout_s: float, probe: b
     conn = connect("cpu" if kind == "meta" else kind, "reference", secrets.token_hex(16), EvalConfig(), task)
     try:
         reply, _ = conn.request(Load(task_source=task.source, task_name=task.name, device=kind,
-                                     init_seeds=(fresh_seed(),) * 64, interpreter_shape=interpreter_shape),
+                                     init_seeds=(fresh_seed(),) * 64, interpreter_shape=interpreter_shape,
+                                     size_task=True),
                                 timeout_s, "loading")
         n = int(reply["variants"])
         sizes = tuple(s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None)

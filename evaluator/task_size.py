@@ -7,7 +7,8 @@ task used to grow the reference's process until the kernel's OOM killer ended it
 said only that the reference died.
 
 The reference's worker sizes each shape variant on PyTorch's meta device when it loads the task (`measure_on_meta`:
-the task's own `get_inputs` and `Model` with no memory behind the tensors), and the driver refuses a task whose
+the task's own `get_inputs` and `Model` with no memory behind the tensors), the first time an evaluator sees the task
+(the meta device's first operations cost a fresh worker 0.4-2 s of imports), and the driver refuses a task whose
 largest variant would need more than the machine has available, or more than a worker's address-space cap, in one
 sentence (`refusal`), before the first trial draws anything. `opforge task check` prints the same figure. Where the
 meta device cannot run the task (data-dependent shapes, an explicit device), the size is unknown and nothing is

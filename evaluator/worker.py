@@ -124,9 +124,11 @@ class Worker:
         if self.role == "reference":
             self.model_cls = self.rt.module.Model
             tol = getattr(self.rt.module, "TOLERANCE", None)
-            # Each variant's bytes, from the task on the meta device: the driver refuses a task that cannot fit
-            # before its first trial draws anything (task_size.py).
-            sizes = task_size.measure_on_meta(cmd.task_source, cmd.task_name, len(self.rt.variants))
+            # Each variant's bytes, from the task on the meta device, where the driver asks (once a task: the meta
+            # device's first ops cost a worker 0.4-2 s): it refuses a task that cannot fit before its first trial
+            # draws anything (task_size.py).
+            sizes = task_size.measure_on_meta(cmd.task_source, cmd.task_name, len(self.rt.variants)) \
+                if cmd.size_task else None
             self.send({"status": "ready", "variants": len(self.rt.variants),
                        "sizes": None if sizes is None else [s.to_wire() for s in sizes], "variant_overrides":
                           [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
