@@ -50,7 +50,7 @@ def test_cpu_spent_while_the_reference_runs_is_refused_and_none_is_not():
 def test_only_the_reference_blocks_are_watched(monkeypatch: pytest.MonkeyPatch):
     watched: list[str] = []
 
-    def block(conn, rec, cfg, keeps, first, after_call=None):  # noqa: ANN001, ANN202
+    def block(conn, rec, cfg, keeps, first, after_call=None, inputs=None):  # noqa: ANN001, ANN202
         watched.append(f"{conn} block")
         if after_call is not None:
             after_call()  # the candidate's calls
