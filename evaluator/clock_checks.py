@@ -79,14 +79,15 @@ class QuietWindow:
         if not self.read_ms:
             return
         used_ms, call_ms = statistics.median(self.read_ms), statistics.median(self.call_ms)
-        if used_ms > QUIET_FLOOR_MS + QUIET_SHARE * call_ms and self.what is not None:
+        if used_ms <= QUIET_FLOOR_MS + QUIET_SHARE * call_ms:
+            return
+        if self.what is not None:
             raise Refused(Status.REJECTED, f"{self.what}: {used_ms:.3f} ms of CPU by the kernel's accounting, median "
                                            f"over the calls, beside a median call of {call_ms:.3f} ms")
-        if used_ms > QUIET_FLOOR_MS + QUIET_SHARE * call_ms:
-            raise Refused(Status.REJECTED, f"the candidate's process kept working after its timed calls had returned, "
-                                           f"while the driver read their outputs: {used_ms:.3f} ms of CPU by the "
-                                           f"kernel's accounting after a median call of {call_ms:.3f} ms (its "
-                                           "outputs were not finished when it said so)")
+        raise Refused(Status.REJECTED, f"the candidate's process kept working after its timed calls had returned, "
+                                       f"while the driver read their outputs: {used_ms:.3f} ms of CPU by the "
+                                       f"kernel's accounting after a median call of {call_ms:.3f} ms (its "
+                                       "outputs were not finished when it said so)")
 
 
 QUIET_FLOOR_MS = 0.15  # a worker that sent its reply and waits in recv: medians of 0-0.11 ms on a loaded machine

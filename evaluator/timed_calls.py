@@ -79,6 +79,7 @@ def time_calls(self: Worker, cmd: Time) -> None:
     self.send({"status": "timed", "kernels": fewest or {},
                "left_running_ms": sorted(left_running)[len(left_running) // 2] if left_running else 0.0})
 
+
 def _drawn_call_inputs(self: Worker, variant: int, seed: int) -> tuple[list[Any], bool]:
     """A timed call's inputs drawn in this worker and evicted here (no shared file): after its `armed`, the driver's
     `go`. Returns the inputs and whether they were evicted (a cold call)."""
@@ -116,7 +117,8 @@ def _write_inputs(self: Worker, variant: int, seed: int) -> list[dict[str, objec
     if not shareable(inputs):
         return None
     layout = self.input_writer.write(inputs)
-    self.timer.forget(inputs + (made or []))
+    if self.timer.evicts(inputs):  # a cold call: as the worker's own draw flushed its temporaries before
+        self.timer.forget(inputs + (made or []))
     return layout.to_wire()
 
 
