@@ -100,8 +100,7 @@ def refusal(label: str, sizes: list[TaskSize], available: int | None, limit_byte
     needed = HELD_COPIES * worst.call_bytes
     what = (f"{worst.input_bytes / GIB:.1f} GiB of inputs and {worst.weight_bytes / GIB:.1f} GiB of weights a "
             "call")
-    smaller = ("run it at a smaller size: lower its module-level sizes (or give it SHAPES) in a copy of the task "
-               "file")
+    smaller = "run it at a smaller size with --set NAME=VALUE on its module-level sizes (the store records them)"
     if limit_bytes and worst.call_bytes > limit_bytes:
         return (f"{label}: {what}, more than a worker's {limit_bytes / GIB:.0f} GiB address-space cap; "
                 f"{smaller}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from evaluator.task_settings import CLI_HELP as SET_HELP
 from opforge.errors import UsageError
 from opforge.run.config import BACKEND_CHOICES
 from opforge.run.plan import DEFAULT_BUDGET, DEFAULT_TIMING_S
@@ -36,9 +37,16 @@ def add_backend_argument(p: argparse.ArgumentParser) -> None:
                         "where there is none (Triton on a CPU runs interpreted: right answers, meaningless timings)")
 
 
+def add_set_argument(p: argparse.ArgumentParser) -> None:
+    """`--set NAME=VALUE` (repeatable) into `task_settings`; light to import (`opforge eval` adds it before torch)."""
+    p.add_argument("--set", dest="task_settings", action="append", default=[], metavar="NAME=VALUE",
+                   help=SET_HELP)
+
+
 def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
-    """--budget, --coder, --backend, --seed-kernel, --db, timing and limits, islands, seed, --no-archive and the LLM
+    """--set, --budget, --coder, --backend, --seed-kernel, --db, timing and limits, islands, seed, --no-archive and the LLM
     flags."""
+    add_set_argument(p)
     p.add_argument("--budget", type=int, default=None, metavar="N",
                    help=f"candidates to evaluate, the seed kernel included (default {DEFAULT_BUDGET})")
     p.add_argument("--coder", choices=("auto", "tune", "llm"), default="auto",
@@ -117,4 +125,4 @@ def run_request(args: argparse.Namespace) -> RunRequest:
     return RunRequest(task=args.task, coder=args.coder, backend=args.backend, seed_kernel=args.seed_kernel,
                       budget=args.budget, timing_s=args.timing_s, time_limit_s=args.time_limit_s,
                       worker_s=args.worker_s, eval_timeout_s=args.eval_timeout_s, islands=args.islands, seed=args.seed, use_archive=not args.no_archive,
-                      confirm=args.confirm, llm=llm_request(args))
+                      confirm=args.confirm, llm=llm_request(args), task_settings=tuple(args.task_settings))

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator.task_settings import recorded
 from opforge.display import format_bytes, format_speedup
 from opforge.run.config import stored_backend
 from opforge.run.population import Member, member_from_scored, pareto_front
@@ -98,6 +99,7 @@ class RunReport:
     drew_on_archive: tuple[tuple[Member, str], ...] = ()       # candidates that came from it, and how
     confirmed: Mapping[int, ConfirmedSpeedup] = field(default_factory=dict)  # re-measured before the best was named
     measured: Mapping[int, float] = field(default_factory=dict)  # the search's own figure of each confirmed member
+    task_settings: tuple[str, ...] = ()  # the `--set NAME=VALUE` the task ran with, read from its stored source
 
     def confirmation_text(self, m: Member) -> str:
         """How a member's figure was confirmed, in words ("" when it was not re-measured)."""
@@ -127,12 +129,18 @@ class RunReport:
         return lines
 
     @property
+    def task_label(self) -> str:
+        """The task's name, with the `--set` settings it ran with (`evaluator.task_settings`)."""
+        return f"{self.task_name} (--set {' '.join(self.task_settings)})" if self.task_settings else self.task_name
+
+    @property
     def winner(self) -> Member | None:
         return self.best[0] if self.best else None
 
     def to_json(self) -> dict[str, Any]:
         r = self.run
-        return {"run_id": r.id, "task": self.task_name, "status": r.status.value,
+        return {"run_id": r.id, "task": self.task_name, "task_settings": list(self.task_settings),
+                "status": r.status.value,
                 "backend": stored_backend(r.config), "evaluated": self.done, "budget": dict(r.budget), "config": dict(r.config), "worker_s": r.worker_s,
                 "created_at": r.created_at.isoformat(), "by_status": dict(self.by_status),
                 "best": [member_json(m) for m in self.best], "pareto": [member_json(m) for m in self.pareto],
@@ -145,7 +153,7 @@ class RunReport:
 
     def text(self) -> str:
         r = self.run
-        lines = [f"run {r.id}  task {self.task_name} ({stored_backend(r.config)})  {r.status.value}  "
+        lines = [f"run {r.id}  task {self.task_label} ({stored_backend(r.config)})  {r.status.value}  "
                  f"{self.done}/{self.budget or '?'} evaluated  "
                  f"best {format_speedup(self.winner.speedup if self.winner else None)}  "
                  f"worker time {r.worker_s:.0f} s  created {r.created_at:%Y-%m-%d %H:%M}",
@@ -217,7 +225,7 @@ def run_report(store: Store, run_id: int, top_n: int = TOP_N) -> RunReport:
                    wall_s=run.wall_s, accepted=len(correct), usage=tuple(store.llm_usage(run_id)),
                    best_calls=tuple(best_calls))
     offered = dict(run.config.get("archive") or {})
-    return RunReport(run=run, task_name=task.name, done=run_done(store, run_id),
+    return RunReport(run=run, task_name=task.name, task_settings=recorded(task.source), done=run_done(store, run_id),
                      budget=int(budget) if budget is not None else None, best=tuple(correct[:top_n]),
                      pareto=tuple(pareto_front(correct)), lineage=tuple(reversed(lineage)),
                      by_status=dict(Counter(str(m.status) for m in members if not m.pending)), cost=cost,

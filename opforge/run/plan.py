@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 from benchmarks import builtin_task, list_suites, seed_path
 from benchmarks.suite import SEED_SUFFIXES
 from evaluator.source_ast import parse_source
+from evaluator.task_settings import apply_settings
 from evaluator import Candidate, CandidateFileError, Task, TaskError, load_candidate, load_task
 from opforge.errors import UsageError
 from opforge.run.capability import job_requirement
@@ -49,7 +50,7 @@ def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_ava
     anything wrong, before any write."""
     check_request(request, names)
     name = {**CLI_NAMES, **names}.__getitem__
-    task = resolve_task(request.task)
+    task = resolve_task(request.task, request.task_settings)
     coder = resolve_coder(request.coder, request.llm.model)
     cuda = cuda_present() if cuda_available is None else cuda_available
     llm = llm_settings(request.llm, names) if coder == "llm" else None
@@ -125,14 +126,15 @@ def backend_note(backend: str, cuda_available: bool | None = None) -> str:
     return ""
 
 
-def resolve_task(name_or_path: str) -> Task:
-    """A task file, or a built-in task by name (`softmax`, `tiny/softmax`)."""
+def resolve_task(name_or_path: str, settings: Sequence[str] = ()) -> Task:
+    """A task file, or a built-in task by name (`softmax`, `tiny/softmax`), with `settings` (`NAME=VALUE`) rewriting
+    its top-level assignments (`evaluator.task_settings`)."""
     path = Path(name_or_path).expanduser()
     try:
         if path.exists():
-            return load_task(path)
+            return apply_settings(load_task(path), settings)
         try:
-            return load_task(builtin_task(name_or_path))
+            return apply_settings(load_task(builtin_task(name_or_path)), settings)
         except ValueError as exc:
             if _names_a_file(name_or_path) and str(exc).startswith("There is no built-in task"):
                 raise UsageError(f"{name_or_path}: no such task file.") from None

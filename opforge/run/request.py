@@ -49,6 +49,7 @@ class RunRequest:
     use_archive: bool = True
     confirm: int | None = None           # re-measurements of each of the fastest kernels (None: the default, 3)
     llm: LLMRequest = field(default_factory=LLMRequest)
+    task_settings: tuple[str, ...] = ()  # NAME=VALUE rewrites of the task's top-level assignments (`--set`)
 
 
 # What each checked field is called on the command line; other askers pass their own names.
@@ -59,7 +60,7 @@ CLI_NAMES: Mapping[str, str] = {
     "max_usd": "--max-usd", "max_tokens": "--max-tokens", "concurrency": "--llm-concurrency",
     "timeout_s": "--llm-timeout-s", "tune_per_request": "--tune-per-request", "prices": "--prices FILE",
     "base_url": "--llm-base-url URL", "from_scratch": "--from-scratch", "backend": "--backend",
-    "coder": "--coder", "confirm": "--confirm",
+    "coder": "--coder", "confirm": "--confirm", "task_settings": "--set",
 }
 
 

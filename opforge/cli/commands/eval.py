@@ -13,6 +13,7 @@ from evaluator.candidate import Candidate, CandidateFileError, load_candidate
 from evaluator.config import EvalConfig
 from evaluator.result import EvalResult, Status
 from evaluator.task import Task, TaskError, load_task
+from evaluator.task_settings import CLI_HELP as SETTINGS_HELP, apply_settings
 from opforge.errors import UsageError
 from opforge.display import format_bytes, format_ms, format_speedup
 
@@ -25,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "whenever a verdict was produced, 2 when a file is missing or the task is unusable.")
     p.add_argument("task", help="the task file (reference Model)")
     p.add_argument("candidate", help="the candidate file (ModelNew)")
+    p.add_argument("--set", dest="task_settings", action="append", default=[], metavar="NAME=VALUE",
+                   help=SETTINGS_HELP)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="hard limit for each phase (compile, each correctness trial, each timing block); "
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     require_file(args.task, "task")
     require_file(args.candidate, "candidate")
     try:
-        task = load_task(args.task)
+        task = apply_settings(load_task(args.task), args.task_settings)
         candidate = load_candidate(args.candidate)
     except (TaskError, CandidateFileError) as exc:
         raise UsageError(str(exc)) from None

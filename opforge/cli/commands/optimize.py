@@ -147,7 +147,7 @@ def make_runner(kind: str, workers: int, ray_address: str | None) -> Runner:
 def _print_summary(store: Store, outcome: RunOutcome, args: argparse.Namespace) -> None:
     report = run_report(store, outcome.run_id)
     best = report.winner
-    lines = [f"run {outcome.run_id} on {report.task_name}: {outcome.done} evaluated, {outcome.status.value} "
+    lines = [f"run {outcome.run_id} on {report.task_label}: {outcome.done} evaluated, {outcome.status.value} "
              f"({outcome.stop_reason})"]
     if best is None:
         lines.append("no correct candidate was found")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from benchmarks.kernelbench import problems
 from evaluator import TaskError, TaskReport, default_evaluator, load_task
+from evaluator.task_settings import CLI_HELP as SETTINGS_HELP, apply_settings
 from evaluator.task_check import META_NOTE
 from evaluator.task_size import HELD_COPIES
 from opforge.errors import UsageError
@@ -35,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "status 0 when all are clean, 1 when one is degenerate, 2 when one is unusable.")
     c.add_argument("task", nargs="+", help="task files or folders of them")
     c.add_argument("--json", action="store_true", help="print one JSON object per task on stdout")
+    c.add_argument("--set", dest="task_settings", action="append", default=[], metavar="NAME=VALUE",
+                   help=SETTINGS_HELP + " (each task checked must assign NAME)")
     c.add_argument("--meta", action="store_true",
                    help="run on PyTorch's meta device: shapes only (no degenerate-task checks), no memory or "
                         "compute, instant for huge tasks")
@@ -51,7 +54,7 @@ def run_check(args: argparse.Namespace) -> int:
     counts = {CLEAN: 0, DEGENERATE: 0, UNUSABLE: 0}
     for path in paths:
         try:
-            task = load_task(path)
+            task = apply_settings(load_task(path), args.task_settings)
             report = default_evaluator().check_task(task, "meta" if args.meta else args.device)
         except TaskError as exc:
             if args.json:  # a single task too: scripts read the record; the sentence still goes to stderr
