@@ -48,15 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(figures.to_json()))
         return 0
-    print(f"{args.model} on {figures.device}")
-    for name, ms in figures.times_ms.items():
-        print(f"  {name:<16} {ms:8.2f} ms  {figures.speedup(name):5.2f}x over eager  max abs error "
-              f"{figures.max_error[name]:.2e}")
-    for g in figures.groups:
-        print(f"  {g['operator']:<20} eager {g['eager_ms']:.2f} ms -> patched {g['patched_ms']:.2f} ms "
-              f"({g['removed_share']:.1%} of eager's time removed)")
-    for note in figures.notes:
-        print(f"  note: {note}")
+    print(figures.text())
     return 0
 
 

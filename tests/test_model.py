@@ -216,3 +216,24 @@ def test_a_gpt_block_matches_the_transformer_block_task_with_its_head_count_foun
     assert match8 is not None and match8.init_args == [256, 8]
     setattr(block, "heads", 4)
     assert find_match(block, (x,), out8, block_task) is None  # an output this block does not compute: no match
+
+
+def test_export_with_measure_ends_with_the_models_end_to_end_figure(exported, tmp_path):
+    """The third of three commands: `opforge model export --measure` exports, then times the model that the
+    extraction came from (named in model.json) against its patched self, outputs compared first."""
+    pkg, _, _ = exported
+    suite, db = pkg.parent / "suite", f"sqlite:///{pkg.parent / 'store.db'}"
+    page = tmp_path / "e2e.html"
+    done = subprocess.run([*OPFORGE, "model", "export", str(suite), "--out", str(tmp_path / "measured"), "--name",
+                           "measured_kernels", "--db", db, "--min-speedup", "0", "--measure", "--rounds", "2",
+                           "--no-compile", "--html", str(page), "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)["end_to_end"]
+    assert figures["model"] == str(TINY.resolve()) and set(figures["times_ms"]) == {"eager", "patched"}
+    assert figures["max_abs_error"]["patched"] <= figures["tolerance"]["atol"] + 1e-3
+    assert all(g["eager_ms"] > 0 and g["patched_ms"] > 0 for g in figures["groups"]), figures["groups"]
+    assert "of eager&#x27;s time" in page.read_text()
+    refused = subprocess.run([*OPFORGE, "model", "export", str(suite), "--out", str(tmp_path / "x"), "--db", db,
+                              "--html", str(page)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert refused.returncode == 2 and "--html and --no-compile go with --measure" in refused.stderr

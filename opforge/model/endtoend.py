@@ -44,6 +44,18 @@ class Figures:
     def speedup(self, variant: str) -> float:
         return self.times_ms["eager"] / self.times_ms[variant]
 
+    def text(self) -> str:
+        """The figures as lines for a terminal: each variant, each swapped group, the notes."""
+        lines = [f"{self.model} on {self.device}"]
+        for name, ms in self.times_ms.items():
+            lines.append(f"  {name:<16} {ms:8.2f} ms  {self.speedup(name):5.2f}x over eager  max abs error "
+                         f"{self.max_error[name]:.2e}")
+        for g in self.groups:
+            lines.append(f"  {g['operator']:<20} eager {g['eager_ms']:.2f} ms -> patched {g['patched_ms']:.2f} ms "
+                         f"({share_text(g['removed_share'])})")
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "device": self.device, "package": self.package,
                 "tolerance": {"atol": self.atol, "rtol": self.rtol},
@@ -130,6 +142,13 @@ def breakdown(loaded: LoadedModel, eager: nn.Module, patched: nn.Module, package
     return rows
 
 
+def share_text(removed_share: float) -> str:
+    """A swap's effect on the model's time in words: a negative removed share is time the swap added."""
+    if removed_share < 0:
+        return f"adds {-removed_share:.1%} of eager's time"
+    return f"removes {removed_share:.1%} of eager's time"
+
+
 def _swapped_path(path: str) -> str:
     """Where the drop-in sits after patch(): a window `seq[i:j]` becomes the module at `seq.i`."""
     if "[" not in path:
@@ -160,7 +179,7 @@ def html(figures: Figures) -> str:
     rows = "".join(f"<tr><td>{e(k)}</td><td>{v:.2f}</td><td>{figures.speedup(k):.2f}x</td>"
                    f"<td>{figures.max_error.get(k, 0.0):.2e}</td></tr>" for k, v in figures.times_ms.items())
     groups = "".join(f"<tr><td>{e(g['operator'])}</td><td>{e(', '.join(g['paths']))}</td><td>{g['eager_ms']:.2f}"
-                     f"</td><td>{g['patched_ms']:.2f}</td><td>{g['removed_share']:.1%}</td></tr>"
+                     f"</td><td>{g['patched_ms']:.2f}</td><td>{e(share_text(g['removed_share']))}</td></tr>"
                      for g in figures.groups)
     notes = "".join(f"<li>{e(n)}</li>" for n in figures.notes) or "<li>every swapped call ran its kernel</li>"
     return (f"<!doctype html><meta charset='utf-8'><title>opforge model bench: {e(Path(figures.model).name)}</title>"
@@ -172,4 +191,4 @@ def html(figures: Figures) -> str:
             f"<h2>Forward time (median)</h2><table><tr><th>variant</th><th>ms</th><th>over eager</th>"
             f"<th>max abs error</th></tr>{rows}</table>"
             f"<h2>Per group</h2><table><tr><th>operator</th><th>paths</th><th>eager ms</th><th>patched ms</th>"
-            f"<th>of eager time removed</th></tr>{groups}</table><h2>Fall-backs</h2><ul>{notes}</ul>")
+            f"<th>effect on eager's time</th></tr>{groups}</table><h2>Fall-backs</h2><ul>{notes}</ul>")

@@ -3,7 +3,9 @@
     opforge model profile MODEL.py [--json]                        hot groups and ATen ops, with shares of the time
     opforge model extract MODEL.py --out DIR                       the groups as task files (+ seeds) and model.json
     opforge bench --suite DIR --coder tune --backend cpp           optimise them (any bench option)
-    opforge model export DIR --out PKG [--name NAME] [--min-speedup X]  patch(model) + Kernel Hub layout (docs/MODEL.md)
+    opforge model export DIR --out PKG [--name NAME] [--min-speedup X] [--measure [--html FILE]]
+                                                                   patch(model) + Kernel Hub layout (docs/MODEL.md),
+                                                                   and the model's end-to-end figure
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "a kernel slower than PyTorch would make the patched model slower; 0 keeps every correct "
                           "one)")
     add_db_argument(exp)
+    exp.add_argument("--measure", action="store_true",
+                     help="then time the model the extraction came from end to end: eager, torch.compile, patched "
+                          "and patched + torch.compile, outputs checked against eager's first (exit status 1 if "
+                          "one differs)")
+    exp.add_argument("--rounds", type=int, default=20, metavar="N", help="timed rounds of --measure (default 20)")
+    exp.add_argument("--no-compile", action="store_true", help="--measure without the torch.compile variants")
+    exp.add_argument("--html", metavar="FILE", help="--measure also writes its figures, per-group breakdown and "
+                                                    "chart to this page")
     exp.add_argument("--json", action="store_true", help="print one JSON object describing the package")
     exp.set_defaults(run=run_export)
     p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
@@ -92,7 +102,7 @@ def run_extract(args: argparse.Namespace) -> int:
         else:
             print(f"{', '.join(g['paths'])} ({g['kind']}): {g['note']}")
     print(f"\nnext: opforge bench --suite {args.out} --coder tune --backend cpp; then opforge model export "
-          f"{args.out} --out PKG")
+          f"{args.out} --out PKG --measure")
     return 0
 
 
@@ -108,6 +118,10 @@ def run_export(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not args.min_speedup >= 0:
         raise UsageError(f"--min-speedup must be a non-negative number, not {args.min_speedup}.")
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, not {args.rounds}.")
+    if (args.html or args.no_compile) and not args.measure:
+        raise UsageError("--html and --no-compile go with --measure.")
     store = open_store(args.db)
     try:
         result, groups = export_model(store, Path(args.extracted), Path(args.out), args.name,
@@ -118,10 +132,41 @@ def run_export(args: argparse.Namespace) -> int:
         store.close()
     for note in result.notes:
         print(f"opforge: note: {note}", file=sys.stderr)
+    figures = _measure(Path(args.extracted), result.out, result.package, args) if args.measure else None
     if args.json:
-        print(json.dumps({**result.to_json(), "groups": groups}))
+        print(json.dumps({**result.to_json(), "groups": groups,
+                          **({"end_to_end": figures.to_json()} if figures is not None else {})}))
         return 0
     print(f"exported {len(groups)} group{'s' if len(groups) != 1 else ''} to {result.out} as package "
           f"{result.package}: `import {result.package}; {result.package}.patch(model)`, or "
           f"kernels.get_local_kernel({str(result.out)!r}) for the Kernel Hub layers")
+    if figures is not None:
+        print(figures.text())
+        if args.html:
+            print(f"report: {args.html}")
     return 0
+
+
+def _measure(extracted: Path, package_dir: Path, package_name: str, args: argparse.Namespace) -> Any:
+    """The end-to-end figures of the model `extracted`'s model.json names, patched by the package just written."""
+    from opforge.model import ModelError, load_model
+    from opforge.model.endtoend import OutputMismatch, html, import_package, measure
+    from opforge.model.extraction import PLAN
+
+    try:
+        model_file = Path(json.loads((extracted / PLAN).read_text(encoding="utf-8"))["model"])
+        loaded = load_model(model_file)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{extracted / PLAN}: cannot name the model to measure ({type(exc).__name__}: {exc}); "
+                         "run scripts/bench_model.py MODEL.py --package PKG instead.") from None
+    except ModelError as exc:
+        raise UsageError(str(exc)) from None
+    package = import_package(package_dir, package_name)
+    try:
+        figures = measure(loaded, package, rounds=args.rounds, with_compile=not args.no_compile)
+    except OutputMismatch as exc:
+        print(f"opforge: {model_file}: the patched model's output differs: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    if args.html:
+        Path(args.html).write_text(html(figures), encoding="utf-8")
+    return figures
