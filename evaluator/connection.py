@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -71,6 +72,11 @@ class WorkerConnection:
                 raise TaskError(f"{self.task_label}: the reference failed while {doing}: {reply.get('reason')}")
             raise Refused(Status(status), str(reply.get("reason") or status), str(reply.get("log") or ""))
         return reply, tensors
+
+    def answered(self, wait_s: float) -> bool:
+        """Whether the worker's next reply has begun to arrive (within `wait_s`); nothing is read."""
+        ready, _, _ = select.select([self.channel.sock], [], [], wait_s)
+        return bool(ready)
 
     def request(self, cmd: Command, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
         self.ask(cmd)

@@ -33,7 +33,7 @@ from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_s
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.energy import energy_of_both
-from evaluator.cpu_memory import CallPeaks, peaks_of_both
+from evaluator.cpu_memory import SAMPLED, CallPeaks, peaks_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
 from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindow
 from evaluator.measure import OutputReads, fresh_seed, measure, time_alone
@@ -245,6 +245,7 @@ class LocalEvaluator:
         reason += f"; no Nsight Compute metrics: {profiled.ncu_problem}" if profiled.ncu_problem else ""
         reason += f"; {profiled.perf_note}" if profiled.perf_note else ""
         reason += f"; no peak memory: {peaks.problem}" if peaks is not None and peaks.problem else ""
+        reason += f"; peak memory {SAMPLED}" if peaks is not None and peaks.sampled else ""
         peak_bytes, ref_peak_bytes = ((peaks.candidate_bytes, peaks.reference_bytes) if peaks is not None else
                                       (checked.peak_memory_bytes, checked.reference_peak_memory_bytes))
         rule = rule_name(cfg.allow_torch, cfg.kernels_only)

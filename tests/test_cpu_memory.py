@@ -133,3 +133,39 @@ def test_a_kernel_that_resets_its_own_peak_still_reads_its_buffer(native_cache):
             result.peak_memory_bytes)
     else:
         assert result.status in (Status.REJECTED, Status.RUNTIME_ERROR), result.reason
+
+
+def test_a_driver_that_cannot_reset_the_mark_samples_the_resident_set_instead(native_cache, monkeypatch):
+    """A driver that is not root cannot write an undumpable worker's clear_refs (EACCES; its statm stays readable):
+    the reset is refused here as it is there, and the figures come from sampling each worker's resident set while
+    its calls run, said in the verdict. The extra buffer is still seen within 10%."""
+    from evaluator import cpu_memory
+
+    def refused(self: ProcessPeak) -> int:
+        raise PermissionError(13, "Permission denied", str(self.clear_refs))
+
+    monkeypatch.setattr(cpu_memory.ProcessPeak, "reset", refused)
+    task = load_task(TESTS / "tasks" / "relu_sized.py")
+    honest = evaluate(task, Candidate.from_source(NATIVE_RELU), CONFIG)
+    extra = evaluate(task, Candidate.from_source(NATIVE_RELU.replace(
+        "EXTRA_BYTES_PER_CALL 0", f"EXTRA_BYTES_PER_CALL {EXTRA_BYTES}")), CONFIG)
+    assert honest.status == Status.OK and extra.status == Status.OK, (honest.reason, extra.reason)
+    assert "peak memory sampled by the driver" in extra.reason and "no peak memory" not in extra.reason
+    assert honest.peak_memory_bytes is not None and extra.peak_memory_bytes is not None
+    assert extra.reference_peak_memory_bytes is not None and extra.reference_peak_memory_bytes > 0
+    assert abs(extra.peak_memory_bytes - honest.peak_memory_bytes - EXTRA_BYTES) <= 0.1 * EXTRA_BYTES, (
+        extra.peak_memory_bytes, honest.peak_memory_bytes)
+
+
+def test_the_sampler_reads_this_process_grow_through_one_descriptor():
+    sampler = ProcessPeak(os.getpid()).sampler()
+    try:
+        before = sampler.resident_bytes()
+        block = mmap.mmap(-1, EXTRA_BYTES)
+        block[::4096] = b"\1" * len(block[::4096])
+        assert sampler.resident_bytes() >= before + 0.9 * EXTRA_BYTES
+        reads = []
+        assert sampler.largest_until(lambda: reads.append(1) or len(reads) > 3) >= before + 0.9 * EXTRA_BYTES
+        block.close()
+    finally:
+        sampler.close()
