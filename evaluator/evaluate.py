@@ -121,9 +121,9 @@ class LocalEvaluator:
 
     # -- task check -----------------------------------------------------------------------------------------------
     def check_task(self, task: Task, device: str = "cpu", timeout_s: float = 300.0,
-                   interpreter_shape: bool = False) -> TaskReport:
+                   interpreter_shape: bool = False, cpu_fallback: bool = True) -> TaskReport:
         """`task_check.check_task` with this evaluator's reference zygotes."""
-        return check_task(self._connect, task, device, timeout_s, interpreter_shape)
+        return check_task(self._connect, task, device, timeout_s, interpreter_shape, cpu_fallback)
 
     # -- evaluation -----------------------------------------------------------------------------------------------
     def evaluate(self, task: Task, candidate: Candidate, cfg: EvalConfig = EvalConfig(),

@@ -41,17 +41,20 @@ class TaskReport:
 
 
 def check_task(connect: Connect, task: Task, device: str = "cpu", timeout_s: float = 300.0,
-               interpreter_shape: bool = False) -> TaskReport:
+               interpreter_shape: bool = False, cpu_fallback: bool = True) -> TaskReport:
     """Load the task in the trusted reference worker and run it once per shape variant; on a real device, also run
     the degenerate-task check on the benchmark shape (a second seed, each input redrawn alone, another init seed:
     2 + one run per input). On the meta device (shapes only), a task that needs real values (`.item()`,
     data-dependent shapes) is run on the CPU instead, still shapes only. With `interpreter_shape`, the benchmark shape
-    is the task's INTERPRETER_SHAPE where it has one: the shapes a Triton kernel on a CPU was checked at."""
+    is the task's INTERPRETER_SHAPE where it has one: the shapes a Triton kernel on a CPU was checked at. Without
+    `cpu_fallback`, a task the meta device cannot run is a TaskError (nothing runs at its real size)."""
     if device != "meta":
         return _check(connect, task, device, timeout_s, probe=True)
     try:
         report = _check(connect, task, "meta", timeout_s, probe=False, interpreter_shape=interpreter_shape)
     except TaskError as meta_error:
+        if not cpu_fallback:
+            raise
         try:
             report = _check(connect, task, "cpu", timeout_s, probe=False, interpreter_shape=interpreter_shape)
         except TaskError as cpu_error:

@@ -116,7 +116,9 @@ def export_package(store: Store, run_ids: list[int], out: Path, name: str | None
     summary = tuple({"name": op.name, "class": op.class_name,
                      "kernels": [{"id": k.id, "device": k.pick.device, "speedup": k.speedup} for k in op.kernels]}
                     for op in plans)
-    return ExportResult(out, package, version, summary, selection.notes)
+    one_shape = [f"{op.name}: its kernels are verified at one shape only (its task gives no SHAPES and none could be "
+                 "derived), so calls at any other size run PyTorch" for op in plans if len(op.report.variants) < 2]
+    return ExportResult(out, package, version, summary, (*selection.notes, *one_shape))
 
 
 def _default_name(plans: list[OperatorPlan]) -> str:

@@ -28,6 +28,7 @@ from opforge.run.launch import confirm_policy, run_config, search_for_run
 from opforge.run.peaks import ensure_cpu_peaks
 from opforge.run.plan import builtin_seed
 from opforge.run.search import Budget, Progress, SearchError, ensure_task_work, start_run
+from opforge.run.shapes import with_derived_shapes
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
 
 FINISHED = (RunStatus.DONE, RunStatus.FAILED)
@@ -181,7 +182,7 @@ def run_bench(store: Store, bench: BenchRecord, runner: Runner, parallel: int,
 
     def one(t: BenchTask, state: TaskState) -> None:
         try:
-            task = load_task(t.path)
+            task = with_derived_shapes(load_task(t.path)).task  # a task without SHAPES: derived variants too
             record = ensure_task_work(store, store.add_task(task), task)
             run = existing.get(record.id)
             if run is None:

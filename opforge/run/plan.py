@@ -22,6 +22,7 @@ from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request, eval_config
 from opforge.run.search import Budget, start_run
+from opforge.run.shapes import Check, with_derived_shapes
 from store import JobRecord, RunStatus, Store
 
 DEFAULT_BUDGET = 20
@@ -44,10 +45,11 @@ def cuda_present() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_available: bool | None = None
-             ) -> RunPlan:
+def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_available: bool | None = None,
+             shape_check: Check | None = None) -> RunPlan:
     """The run that `request` describes; raises UsageError (one sentence, fields named as `names` call them) for
-    anything wrong, before any write."""
+    anything wrong, before any write. A task without SHAPES gets the variants derived from its sizes that its
+    reference runs (`shapes.py`; `shape_check`: the check, the default evaluator's on the meta device)."""
     check_request(request, names)
     name = {**CLI_NAMES, **names}.__getitem__
     task = resolve_task(request.task, request.task_settings)
@@ -64,7 +66,9 @@ def plan_run(request: RunRequest, names: Mapping[str, str] = CLI_NAMES, cuda_ava
         config = replace(config, confirm_repeats=request.confirm)
     budget = Budget(request.budget or DEFAULT_BUDGET, request.time_limit_s, request.worker_s,
                     request.llm.max_usd, request.llm.max_tokens)
-    return RunPlan(task, seed, config, budget, request.use_archive, note=backend_note(backend, cuda))
+    shaped = with_derived_shapes(task, shape_check)  # last: it starts a reference worker, once all else is checked
+    note = " ".join(n for n in (backend_note(backend, cuda), shaped.note and f"{shaped.note}.") if n)
+    return RunPlan(shaped.task, seed, config, budget, request.use_archive, note=note)
 
 
 def choose_backend(request: RunRequest, task: Task, cuda: bool, coder: str,
