@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import gc
 import json
-import os
 from pathlib import Path
 
-from evaluator.candidate import Candidate, CandidateFileError, load_candidate
+from evaluator.candidate import CandidateFileError, load_candidate
+from evaluator.cold import evaluate_cold
 from evaluator.config import EvalConfig
-from evaluator.result import EvalResult, Status
-from evaluator.task import Task, TaskError, load_task
+from evaluator.result import EvalResult
+from evaluator.task import TaskError, load_task
 from evaluator.task_settings import CLI_HELP as SETTINGS_HELP, apply_settings
 from opforge.errors import UsageError
 from opforge.display import format_bytes, format_ms, format_speedup
@@ -87,56 +85,15 @@ def run(args: argparse.Namespace) -> int:
         candidate = load_candidate(args.candidate)
     except (TaskError, CandidateFileError) as exc:
         raise UsageError(str(exc)) from None
-    # A native kernel's candidate zygote goes without torch._dynamo (0.8 s of the wait below); one that reaches for it
-    # after all fails as `needs_dynamo` and is evaluated again as every other candidate is (`dynamo_absent.py`).
-    from evaluator.warm_start import may_need_dynamo
-
-    dynamo = may_need_dynamo(candidate.source)
-    result = evaluate_cold(task, candidate, config, args.device, dynamo)
-    if not dynamo and result.status is Status.NEEDS_DYNAMO:
-        result = evaluate_cold(task, candidate, config, args.device, dynamo=True)
-        result = dataclasses.replace(result, reason=f"{result.reason}; evaluated with torch._dynamo loaded, "
-                                                    "which the candidate reached for")
+    try:
+        result = evaluate_cold(task, candidate, config, while_starting=lambda: require_device(args.device))
+    except TaskError as exc:
+        raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(result.to_json()))
     else:
         print(summary(result, Path(args.candidate).name, task.name))
     return 0
-
-
-def evaluate_cold(task: Task, candidate: Candidate, config: EvalConfig, device_asked: str,
-                  dynamo: bool) -> EvalResult:
-    """One evaluation with zygotes started for it alone; without `dynamo`, the candidate's zygote skips
-    `torch._dynamo` (`warm_start.may_need_dynamo`). The candidate's zygote is launched before this process imports
-    torch: its start is a cold evaluation's longest wait, and this process's own imports run while it starts. The
-    reference's zygote is launched just after them, as a fork of this process where that is the same zygote
-    (`forked_zygote.py`): not a third import of torch on the same cores."""
-    from evaluator.build_cache import BuildCache
-    from evaluator.sandbox import KINETO_QUIET
-    from evaluator.warm_start import WarmZygotes, likely_device
-
-    # One evaluation: one fork each, and no CPU eviction buffer written ahead.
-    zygotes = WarmZygotes.for_cache(BuildCache.open(), flush_ahead=False, fork_reference=True, dynamo=dynamo)
-    try:
-        device = likely_device(config.device)
-        if device is not None:
-            zygotes.warm(device, config.sandbox, roles=("candidate",))
-        # As in the zygotes' environment, before torch loads Kineto: a forked reference logs what an exec'd one would.
-        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
-        gc.disable()  # the imports' full collections find little in torch's long-lived objects: CPU the zygotes need
-        try:
-            require_device(device_asked)
-            from evaluator.evaluate import LocalEvaluator
-            if device is not None:
-                zygotes.warm(device, config.sandbox, roles=("reference",))
-        finally:
-            gc.freeze()  # or the first collection after this scans every object the imports made (0.2-0.5 s)
-            gc.enable()
-        return LocalEvaluator(zygotes=zygotes).evaluate(task, candidate, config)
-    except TaskError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        zygotes.close()
 
 
 RELATIVE_NOTE_ABOVE = 1e-2  # above every dtype's rtol (evaluator/correctness.py): a passing figure this high needs a word
