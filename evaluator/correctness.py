@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from evaluator.native_compare import NativeCompare, native_compare
+from evaluator.harness_library import native_compare
+from evaluator.native_compare import NativeCompare
 from evaluator.task_runtime import DEFAULT_TOLERANCE
 
 
