@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.nvml import load_nvml
+
 LOOP_S = 1.0   # at least ten NVML updates (EvalConfig.energy_loop_s)
 IDLE_S = 0.5
 IDLE_MAX_AGE_S = 60.0  # the idle power is measured again after this long (it drifts with temperature)
@@ -30,15 +32,6 @@ class EnergyFigure:
     idle_w: float
     calls: int
     loop_s: float
-
-
-def load_nvml() -> Any | None:
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:
-        return None
 
 
 def visible_uuid(nvml: Any, environ: Mapping[str, str], torch_uuid: str | None = None) -> str | None:

@@ -34,7 +34,7 @@ def assert_fork_safe() -> None:
     """A zygote must never have started CUDA: its forked workers would inherit a dead context. Checked in the zygote
     (torch initialised CUDA) and again in each forked worker, where torch marks a "bad fork" when the parent called
     CUDA's runtime at all, even only to count devices (`torch.cuda.is_available()` without the NVML-based check,
-    which `sandbox.zygote_environment` sets): found on the first run on a GPU, where every worker died at its
+    which `zygote_env.zygote_environment` sets): found on the first run on a GPU, where every worker died at its
     device warm-up."""
     import torch
     if torch.cuda._is_in_bad_fork():

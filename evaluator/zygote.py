@@ -33,7 +33,7 @@ NO_DYNAMO = "no-dynamo"  # a candidate zygote without torch._dynamo (`warm_impor
 def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
         raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; sandbox.openmp_environment decides
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; zygote_env.openmp_environment decides
 
 
 def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, inputs_fd: int | None, workdir: str,

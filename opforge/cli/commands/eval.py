@@ -109,7 +109,7 @@ def evaluate_cold(task: Task, candidate: Candidate, config: EvalConfig, device_a
     reference's zygote is launched just after them, as a fork of this process where that is the same zygote
     (`forked_zygote.py`): not a third import of torch on the same cores."""
     from evaluator.build_cache import BuildCache
-    from evaluator.sandbox import KINETO_QUIET
+    from evaluator.zygote_env import KINETO_QUIET
     from evaluator.warm_start import WarmZygotes, likely_device
 
     # One evaluation: one fork each, and no CPU eviction buffer written ahead.
