@@ -32,7 +32,7 @@ from evaluator.connection import Refused, WorkerConnection, close_all, closed_me
 from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_speedup, speedup_of
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
-from evaluator.energy import energy_of_both
+from evaluator.energy_loops import energy_of_both
 from evaluator.cpu_memory import CallPeaks, peaks_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
 from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindow

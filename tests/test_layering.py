@@ -95,7 +95,6 @@ def test_an_upward_import_is_caught(where: str, source: str, expected: str, tmp_
 KNOWN_CYCLES = {
     frozenset({"builder", "cuda_build"}),
     frozenset({"clock_checks", "measure", "trusted_inputs"}),
-    frozenset({"cpu_energy", "energy"}),
 }
 
 
