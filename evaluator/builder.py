@@ -1,7 +1,7 @@
 """The trusted builder: compilers run on recorded CUDA sources, never any of the candidate's Python.
 
 Used by the build cache (`build_cache.py`) inside a sandbox of its own, and by the candidate worker's private
-fallback (`check_compiles`) without one. Two kinds of build:
+fallback (`cuda_fallback.check_compiles`) without one. Two kinds of build:
 
 - `compile_check` (a CPU build of torch, no GPU): nvcc compiles cuda.cu to an object and the host compiler checks
   main.cpp, at once; a failure is the candidate's compile error, with the compiler's log;

@@ -12,8 +12,8 @@ import os
 import resource
 from dataclasses import dataclass
 
-from evaluator import (call_watch, collector_guard, device_warmup, interpreter_gaps, landlock, process_tree,
-                       read_view, syscall_filter)
+from evaluator import (build_redirect, call_watch, collector_guard, device_warmup, interpreter_gaps, landlock,
+                       process_tree, read_view, syscall_filter)
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -100,6 +100,7 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         guards.notes.add("the worker's socket and IPC filter could not be installed here: without bubblewrap it "
                          "could reach local services through their Unix sockets")
     guards.install_launch_counters(cuda_available=device == "cuda")
+    build_redirect.install(guards, cuda_available=device == "cuda")
     call_watch.install_thread_counter(guards.thread_starts)
     call_watch.install_host_export_counter(guards.host_exports)
     interpreter_gaps.install(guards.notes)  # under the CPU interpreter: autotune runs one config
