@@ -19,13 +19,11 @@ hidden from the candidate sandbox. Misses are built by `builder.py` (compilers o
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,11 +33,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evaluator import builder, cuda_build
+from evaluator.build_format import BUILD_FORMAT, tool_version
 from evaluator.cpu_extension import CpuExtensionSpec
 from evaluator.cuda_build import BuildSpec
 from evaluator.native_build import key_lock
 
-BUILD_FORMAT = 1
 CACHE_ENV = "OPFORGE_CUDA_BUILD_CACHE"
 DISABLED = ("off", "none", "0", "false")
 STORED = ("compiled", "linked", "compile_error")
@@ -59,18 +57,6 @@ def cache_root(location: str | os.PathLike[str] | None = None) -> Path | None:
     return Path(base, "opforge", "cuda-builds").resolve()
 
 
-@functools.lru_cache(maxsize=16)
-def _version(exe: str | None, last_line: bool) -> str:
-    if exe is None:
-        return "none"
-    try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.splitlines()
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    out = [line.strip() for line in out if line.strip()]
-    return (out[-1] if last_line else out[0]) if out else "unknown"
-
-
 def toolchain(mode: str, archs: str | None = None) -> dict[str, Any] | None:
     """What else decides the build's outcome; None where there is no nvcc. `mode`: check (objects only, a CPU build
     of torch) or link (a loadable .so, a CUDA build of torch)."""
@@ -80,8 +66,8 @@ def toolchain(mode: str, archs: str | None = None) -> dict[str, Any] | None:
         return None
     cxx = cuda_build.cxx_path()
     return {"format": BUILD_FORMAT, "mode": mode, "torch": torch.__version__, "torch_cuda": str(torch.version.cuda),
-            "python": sys.implementation.cache_tag, "nvcc": f"{nvcc} {_version(nvcc, True)}",
-            "cxx": f"{cxx} {_version(cxx, False)}", "archs": archs or cuda_build.default_archs(),
+            "python": sys.implementation.cache_tag, "nvcc": f"{nvcc} {tool_version(nvcc, True)}",
+            "cxx": f"{cxx} {tool_version(cxx, False)}", "archs": archs or cuda_build.default_archs(),
             "std": builder.TORCH_CXX_STD}  # the check's standard: verdicts of an older check are not reused
 
 

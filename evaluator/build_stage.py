@@ -3,7 +3,7 @@
 Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluator`, or a Ray CPU task):
 
 1. the driver sends the candidate worker `load` with `"builds": true`; the worker imports the candidate with the
-   load_inline hook armed (`guards.py`);
+   load_inline hook armed (`build_redirect.py`);
 2. each `load_inline` call with CUDA sources is turned into a `BuildSpec` in the worker and sent to the driver as
    `{"status": "build", "spec": ...}`; the worker waits;
 3. the driver (`BuildServer.answer`) validates the spec, looks its key up in the cache or has the sandboxed builder

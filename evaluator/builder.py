@@ -1,7 +1,7 @@
 """The trusted builder: compilers run on recorded CUDA sources, never any of the candidate's Python.
 
 Used by the build cache (`build_cache.py`) inside a sandbox of its own, and by the candidate worker's private
-fallback (`check_compiles`) without one. Two kinds of build:
+fallback (`cuda_fallback.check_compiles`) without one. Two kinds of build:
 
 - `compile_check` (a CPU build of torch, no GPU): nvcc compiles cuda.cu to an object and the host compiler checks
   main.cpp, at once; a failure is the candidate's compile error, with the compiler's log;
@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from evaluator.bwrap import bwrap_available
 from evaluator.cuda_build import (LOG_LIMIT_CHARS, BuildSpec, CompileFailed, arch_flags, cxx_path, default_archs,
                                   include_flags, nvcc_path)
+from evaluator.zygote_env import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,6 @@ def _use_bwrap(isolation: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _bwrap_works() -> bool:
-    from evaluator.sandbox import bwrap_available
     return bwrap_available()
 
 
@@ -224,7 +225,6 @@ def _toolchain_dirs() -> tuple[Path, ...]:
     secrets: .env, the store)."""
     from torch.utils import cpp_extension
 
-    from evaluator.sandbox import PROJECT_ROOT
     wanted = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).parent,
               Path(cpp_extension.__file__).parents[2], Path(sysconfig.get_paths()["include"]),
               *map(Path, site.getsitepackages())}

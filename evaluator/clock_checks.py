@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from evaluator.block_sizes import MIN_BLOCK_CALLS, MIN_BLOCKS
 from evaluator.commands import Clock
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
@@ -148,7 +149,6 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     the driver's clock cannot support (by more than 2x, beyond noise) is refused: a slow honest candidate whose
     interpreter leaves extra garbage behind is never at risk.
     """
-    from evaluator.measure import MIN_BLOCKS  # the protocol's constants (measure.py imports this module)
     if len(ref.walls_ms) < 3 or len(cand.walls_ms) < 3:
         return
     ref_ms, cand_ms = statistics.median(ref.samples_ms), statistics.median(cand.samples_ms)
@@ -193,7 +193,6 @@ def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device
     Each call's remainder is its own wall less its own timing, so the machine's load, which stretches both, cancels
     where a gap of walls between blocks did not. CPU only: on a GPU the timer is the device's events, and a launch's
     host cost is outside them by design."""
-    from evaluator.measure import MIN_BLOCK_CALLS
     if device_kind != "cpu":
         return
     cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]

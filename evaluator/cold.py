@@ -46,7 +46,7 @@ def evaluate_cold(task: "Task", candidate: "Candidate", config: "EvalConfig",
 def _once(task: "Task", candidate: "Candidate", config: "EvalConfig", dynamo: bool,
           while_starting: Callable[[], None]) -> "EvalResult":
     from evaluator.build_cache import BuildCache
-    from evaluator.sandbox import KINETO_QUIET
+    from evaluator.zygote_env import KINETO_QUIET
     from evaluator.warm_start import WarmZygotes, likely_device
 
     # One evaluation: one fork each, and no CPU eviction buffer written ahead.

@@ -1,7 +1,7 @@
 """The driver's commands to a worker, declared once: each is a frozen dataclass with its fields, `to_wire()` for the
 socket and `parse(header)` on the worker's side, which refuses an unknown command or field by name.
 
-The driver sends them (`evaluate.py`, `trials.py`, `measure.py`, `energy.py`, `degenerate_probes.py`,
+The driver sends them (`evaluate.py`, `trials.py`, `measure.py`, `energy_loops.py`, `degenerate_probes.py`,
 `gpu_memory.py`, `cpu_memory.py`, `build_stage.py`) and the worker (`worker.py`) dispatches on `NAME` to its `cmd_<NAME>` method. The
 replies stay plain headers: the driver reads what an untrusted process sends field by field and judges it.
 """

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from evaluator.native_compare import NativeCompare, native_compare
+from evaluator.harness_library import native_compare
+from evaluator.native_compare import NativeCompare
 from evaluator.task_runtime import DEFAULT_TOLERANCE
 
 
@@ -97,7 +98,7 @@ SINGLE_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
 SUSPECT_MARGIN = 1e-5  # far above single precision's rounding of a difference and of a threshold (2**-22)
 # Below ATen's grain size (32768), so each step of a chunk runs on the calling thread: a dozen short steps would
 # otherwise each open an OpenMP parallel region whose sleeping thread (the passive waiting that
-# `sandbox.openmp_environment` sets) must be woken and scheduled, which on a busy machine cost more than the work
+# `zygote_env.openmp_environment` sets) must be woken and scheduled, which on a busy machine cost more than the work
 # (an 8-million-value output on 2 cores at load 8: 0.27 s a comparison before, 0.04 s in these chunks). A chunk's
 # operands and temporaries (about 0.6 MiB) stay in a core's L2 cache.
 CHUNK_VALUES = (1 << 15) - 1

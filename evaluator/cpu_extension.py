@@ -3,7 +3,7 @@
 Such a call used to build privately inside the candidate's worker with torch's headers: 30-90 s on every evaluation,
 with any flag the candidate liked. Now it goes the way CUDA sources and `load_c` go (`build_stage.py`):
 
-- the worker's load_inline hook (`guards.py`) turns the call into a `CpuExtensionSpec` (name, sources, bound
+- the worker's load_inline hook (`build_redirect.py`) turns the call into a `CpuExtensionSpec` (name, sources, bound
   functions, flags from an allow-list) and asks its driver for the build (`prebuilt`); a call the stage cannot build
   (an unknown argument, a flag outside the allow-list) is a compile error in one sentence, never a private build;
 - the driver builds the spec once per digest in the trusted builder's sandbox (`cpu_extension_build.py`) into the

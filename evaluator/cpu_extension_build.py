@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from evaluator import builder
-from evaluator.build_cache import BUILD_FORMAT, _version
+from evaluator.build_format import BUILD_FORMAT, tool_version
 from evaluator.cpu_extension import CpuExtensionSpec
 from evaluator.cuda_build import CompileFailed, cxx_path
 
@@ -68,7 +68,7 @@ def toolchain() -> dict[str, Any] | None:
         return None
     recipe = commands(CpuExtensionSpec("NAME", ("SOURCES",), None), "CXX")
     return {"format": BUILD_FORMAT, "mode": "cpu", "torch": torch.__version__, "torch_git": torch.version.git_version,
-            "python": sys.implementation.cache_tag, "cxx": f"{cxx} {_version(cxx, False)}", "recipe": recipe}
+            "python": sys.implementation.cache_tag, "cxx": f"{cxx} {tool_version(cxx, False)}", "recipe": recipe}
 
 
 def build(spec: CpuExtensionSpec, work: Path, timeout_s: float, prefix: Sequence[str]) -> Path:

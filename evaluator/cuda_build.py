@@ -3,11 +3,11 @@
 A `load_inline` call becomes a `BuildSpec` (name, sources, bound functions, a small allow-list of flags), which both
 sides of the build protocol share:
 
-- the candidate worker's load_inline hook (`guards.py`) records the call and asks its driver for the build
+- the candidate worker's load_inline hook (`build_redirect.py`) records the call and asks its driver for the build
   (`prebuilt`); the driver answers from the build cache (`build_cache.py`, `build_stage.py`). Where no driver answers,
   or the call uses flags outside the allow-list, the worker builds privately as it always did: on a machine without a
-  GPU `check_compiles` compile-checks the sources (a compile error is still the most useful feedback a coder can get)
-  and a clean compile reports "cannot run here"; with a GPU the real `load_inline` builds and loads it;
+  GPU `cuda_fallback.check_compiles` compile-checks the sources (a compile error is still the most useful feedback a
+  coder can get) and a clean compile reports "cannot run here"; with a GPU the real `load_inline` builds and loads it;
 - the trusted builder (`builder.py`) runs `compile_check` (no GPU: nvcc and the host compiler, objects only) or
   `link` (a real `.so`, through PyTorch's own ninja recipe) on the recorded sources, inside a sandbox of its own.
 
@@ -215,25 +215,7 @@ def include_flags() -> list[str]:
     return [f"-I{d}" for d in dirs]
 
 
-# -- the candidate worker's side ---------------------------------------------------------------------------------------
-def check_compiles(name: str, cpp_sources: Any, cuda_sources: Any, kwargs: dict[str, Any]) -> None:
-    """The private fallback on a machine without a GPU: raises CompileFailed or NoCudaDevice, always."""
-    spec = BuildSpec.from_call(name, cpp_sources, cuda_sources, kwargs, strict=False)
-    if spec is None:
-        raise CompileFailed("load_inline was called with sources or functions of the wrong type")
-    if nvcc_path("check") is None:
-        raise NoCudaDevice("no nvcc and no CUDA device here: CUDA sources can neither be compiled nor run")
-    from evaluator.builder import BuildTimeout, compile_check
-    workdir = Path(tempfile.mkdtemp(prefix="cuda-build-"))
-    try:
-        log = compile_check(spec, workdir, default_archs(), COMPILE_TIMEOUT_S)
-    except BuildTimeout as exc:
-        raise CompileFailed(str(exc)) from None
-    if log is not None:
-        raise CompileFailed(log)
-    raise NoCudaDevice("the CUDA sources compiled with nvcc, but there is no CUDA device here to run them on")
-
-
+# -- the candidate worker's side ------------------------------------------------------------------------------------
 BuildClient = Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]]
 
 

@@ -75,7 +75,7 @@ def _triton_version() -> str | None:
 
 
 def _driver_version() -> str | None:
-    from evaluator.energy import load_nvml
+    from evaluator.nvml import load_nvml
     nvml = load_nvml()
     if nvml is None:
         return None

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.nvml import load_nvml
+
 LOOP_S = 1.0   # at least ten NVML updates (EvalConfig.energy_loop_s)
 IDLE_S = 0.5
 IDLE_MAX_AGE_S = 60.0  # the idle power is measured again after this long (it drifts with temperature)
@@ -30,15 +32,6 @@ class EnergyFigure:
     idle_w: float
     calls: int
     loop_s: float
-
-
-def load_nvml() -> Any | None:
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:
-        return None
 
 
 def visible_uuid(nvml: Any, environ: Mapping[str, str], torch_uuid: str | None = None) -> str | None:
@@ -125,38 +118,3 @@ def meter_loop(meter: EnergyMeter, run_loop: Callable[[float], int], loop_s: flo
     above_idle_j = max((e2 - e1) - idle_w * (t2 - t1), 0.0)
     return EnergyFigure(energy_j=above_idle_j / calls, power_w=max(e2 - e1, 0.0) / (t2 - t1), idle_w=idle_w,
                         calls=calls, loop_s=t2 - t1)
-
-
-def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
-                   meter: EnergyMeter | None = None) -> tuple[EnergyFigure | None, EnergyFigure | None]:
-    """(candidate, reference) figures, each side's loop run by its worker (`loop` command); the driver holds the
-    device's timed phase around this (device_lock.py)."""
-    from evaluator.commands import Loop
-    from evaluator.measure import fresh_seed
-    loop_s = float(getattr(cfg, "energy_loop_s", LOOP_S))
-    meter = meter if meter is not None else _meter(kind) if loop_s > 0 else None
-    if meter is None or not meter.available:
-        return None, None
-
-    def runner(conn: Any) -> Callable[[float], int]:
-        def run(seconds: float) -> int:
-            reply, _ = conn.request(Loop(variant=0, seed=fresh_seed(), seconds=seconds),
-                                    cfg.run_timeout_s, "the energy loop")
-            return int(reply.get("calls", 0))
-        return run
-    return meter_loop(meter, runner(candidate), loop_s), meter_loop(meter, runner(reference), loop_s)
-
-
-_meters: dict[str, EnergyMeter] = {}
-
-
-def _meter(kind: str) -> EnergyMeter:
-    """One meter per device kind in this process (NVML opened once; the idle figure shared for a minute); on a CPU,
-    RAPL's counters where the machine exposes them (`cpu_energy.py`)."""
-    if kind not in _meters:
-        if kind == "cpu":
-            from evaluator.cpu_energy import RaplMeter
-            _meters[kind] = RaplMeter()
-        else:
-            _meters[kind] = EnergyMeter.for_device(kind)
-    return _meters[kind]

@@ -32,7 +32,7 @@ from evaluator.connection import Refused, WorkerConnection, close_all, closed_me
 from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_speedup, speedup_of
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
-from evaluator.energy import energy_of_both
+from evaluator.energy_loops import energy_of_both
 from evaluator.cpu_memory import SAMPLED, CallPeaks, peaks_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
 from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindow
@@ -42,7 +42,7 @@ from evaluator.gpu_memory import blame_reference_failure
 from evaluator.input_file import DriverInputs
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
 from evaluator.process_tree import spare_threads
-from evaluator.sandbox import Zygote, openmp_environment
+from evaluator.sandbox import Zygote
 from evaluator.timing import cpu_cold_from_bytes
 from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
@@ -52,6 +52,7 @@ from evaluator.torch_rule import rule_name
 from evaluator.trials import (Checked, Loaded, Profiled, Timed, TrialRuns, ask_first_trial, plan, recheck_timed,
                               refuse_other_work_when_timed, run_trials)
 from evaluator.warm_start import WarmZygotes, hidden_caches
+from evaluator.zygote_env import openmp_environment
 
 CPU_TIME_SLACK_S = 60
 

@@ -13,7 +13,7 @@ caller then starts a fresh interpreter, as before):
 - on a CPU (a driver that touched CUDA could not fork, and a GPU evaluation's start is not the CPU's to share);
 - torch imported and Triton not (Triton reads TRITON_INTERPRET when it is imported: the child sets it first);
 - one Python thread (no other thread holding a lock the child would inherit held), no tracer or profiler (a coverage
-  tracer in the reference alone would slow its calls: `sandbox.zygote_environment`);
+  tracer in the reference alone would slow its calls: `zygote_env.zygote_environment`);
 - every environment variable equal to the exec'd zygote's, apart from PYTHONPATH (this process's modules are the
   project's already) and TRITON_INTERPRET: libgomp, Kineto and MKL read theirs when torch loads them, so OpenMP's
   wait policy or the profiler's log level of the reference must not differ from the candidate's.
@@ -27,7 +27,7 @@ import threading
 import traceback
 from typing import IO, Any
 
-from evaluator.sandbox import PROJECT_ROOT, zygote_environment
+from evaluator.zygote_env import PROJECT_ROOT, zygote_environment
 
 # Read by the child only after the fork (Triton's import) or set by the zygote itself (the project on sys.path).
 SET_IN_THE_CHILD = ("PYTHONPATH", "TRITON_INTERPRET")

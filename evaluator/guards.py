@@ -162,14 +162,6 @@ class Guards:
     # -- launches -------------------------------------------------------------------------------------------------
     def install_launch_counters(self, cuda_available: bool) -> None:
         counter = self.launches
-
-        def counting(original: Callable, label: str) -> Callable:
-            def run(*args: Any, **kwargs: Any) -> Any:
-                counter[label] = counter.get(label, 0) + 1
-                return original(*args, **kwargs)
-            run.__wrapped__ = original  # type: ignore[attr-defined]
-            return run
-
         ledger = self.ledger
         take_stored = ledger.take_stored
 
@@ -202,43 +194,6 @@ class Guards:
                 jit.JITFunction.run = counting_kernel(jit.JITFunction.run, False)
         except ImportError:
             pass
-
-        from torch.utils import cpp_extension
-        from evaluator import cpu_extension, cuda_build
-
-        def wrap_module(module: Any) -> Any:
-            proxy = types.SimpleNamespace()
-            for name in dir(module):
-                fn = getattr(module, name)
-                if callable(fn) and not name.startswith("_"):
-                    setattr(proxy, name, counting(fn, f"extension:{name}"))
-            return proxy
-
-        real_load_inline, real_load = cpp_extension.load_inline, cpp_extension.load
-
-        def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kwargs: Any) -> Any:
-            if self.build_client is not None and cpu_extension.routed(cuda_sources, kwargs):
-                # A CPU extension while the candidate is imported: the driver's build stage, never a private build.
-                return wrap_module(cpu_extension.prebuilt(self.build_client, self.collecting, name, cpp_sources,
-                                                          kwargs))
-            if cuda_sources:
-                # The driver's build cache first; None: no driver, an uncacheable call or a skipped build.
-                built = cuda_build.prebuilt(self.build_client, self.build_mode, self.collecting, cuda_available, name,
-                                            cpp_sources, cuda_sources, kwargs)
-                if built is not None:
-                    return wrap_module(built)
-                if not cuda_available:
-                    cuda_build.check_compiles(name, cpp_sources, cuda_sources, kwargs)  # raises either way
-            return wrap_module(real_load_inline(name, cpp_sources, cuda_sources, **kwargs))
-
-        def load(name: str, sources: Any, **kwargs: Any) -> Any:
-            return wrap_module(real_load(name, sources, **kwargs))
-
-        cpp_extension.load_inline = load_inline  # type: ignore[assignment] # wrappers taking the same calls
-        cpp_extension.load = load  # type: ignore[assignment]
-
-        from evaluator import native
-        native.serve(self.native_build, counter)
 
     def native_build(self, spec: Any) -> bytes | None:
         """A `load_c` call's library, from the driver's build stage (`native_stage.py`): its bytes, None while the

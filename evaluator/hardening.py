@@ -12,8 +12,8 @@ import os
 import resource
 from dataclasses import dataclass
 
-from evaluator import (call_watch, collector_guard, device_warmup, interpreter_gaps, landlock, process_tree,
-                       read_view, syscall_filter)
+from evaluator import (build_redirect, call_watch, collector_guard, device_warmup, interpreter_gaps, landlock,
+                       process_tree, read_view, syscall_filter)
 from evaluator.guards import Guards
 
 GPU_MEMORY_FRACTION = 0.45  # of the device's memory, for the candidate's allocator: the reference keeps the rest
@@ -34,7 +34,7 @@ def assert_fork_safe() -> None:
     """A zygote must never have started CUDA: its forked workers would inherit a dead context. Checked in the zygote
     (torch initialised CUDA) and again in each forked worker, where torch marks a "bad fork" when the parent called
     CUDA's runtime at all, even only to count devices (`torch.cuda.is_available()` without the NVML-based check,
-    which `sandbox.zygote_environment` sets): found on the first run on a GPU, where every worker died at its
+    which `zygote_env.zygote_environment` sets): found on the first run on a GPU, where every worker died at its
     device warm-up."""
     import torch
     if torch.cuda._is_in_bad_fork():
@@ -100,6 +100,7 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         guards.notes.add("the worker's socket and IPC filter could not be installed here: without bubblewrap it "
                          "could reach local services through their Unix sockets")
     guards.install_launch_counters(cuda_available=device == "cuda")
+    build_redirect.install(guards, cuda_available=device == "cuda")
     call_watch.install_thread_counter(guards.thread_starts)
     call_watch.install_host_export_counter(guards.host_exports)
     interpreter_gaps.install(guards.notes)  # under the CPU interpreter: autotune runs one config

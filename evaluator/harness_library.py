@@ -22,6 +22,7 @@ from evaluator.native_build import build_once, entry_key, open_cache
 if TYPE_CHECKING:  # torch-free at import: the driver asks for the bytes, only workers and scripts load them
     from evaluator.line_flush import LineFlush
     from evaluator.native import NativeLibrary
+    from evaluator.native_compare import NativeCompare
     from evaluator.native_spec import NativeSpec
 
 log = logging.getLogger(__name__)
@@ -85,3 +86,12 @@ def local_flush() -> LineFlush | None:
     """The line flush in this process, for a `CallTimer` that should evict as the evaluator's workers do."""
     from evaluator.line_flush import LineFlush
     return LineFlush.of(local())
+
+
+@functools.cache
+def native_compare() -> NativeCompare | None:
+    """This process's (the driver's) comparison of outputs, from its copy of the library; None where it could not be
+    built."""
+    from evaluator.native_compare import NativeCompare
+    library = local()
+    return None if library is None else NativeCompare(library)

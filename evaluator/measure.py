@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from evaluator.block_sizes import MIN_BLOCK_CALLS, MIN_BLOCKS
 from evaluator.commands import Batch, Check, Clock, Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
@@ -34,8 +35,6 @@ from evaluator.timing import median_standard_error_ms
 from evaluator.trusted_inputs import TrustedInputs
 from evaluator.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
 
-MIN_BLOCKS = 3         # each side is timed in at least three blocks, alternating with the other side's
-MIN_BLOCK_CALLS = 10   # a block ends on the stopping rule only after this many calls
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
 DEEP_CHECK_BLOCKS = 2 * MIN_BLOCKS  # one of the candidate's first blocks, drawn in advance, ends with a deep check
 DEEP_CHECK_PROBABILITY = 0.17  # and so does each block past those, at random

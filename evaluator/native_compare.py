@@ -11,13 +11,12 @@ driver's own thread, as the chunks did: a parallel region's passive second threa
 the workers keep busy, cost more than the work. Where a value of either output is not finite, the caller takes
 PyTorch's float64 path, which says where.
 
-The library is the driver's own copy of the harness's (`harness_library.local`, built once per machine); where no
-compiler built it, PyTorch compares as before.
+The library is the driver's own copy of the harness's (`harness_library.native_compare`, built once per machine);
+where no compiler built it, PyTorch compares as before.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -103,10 +102,3 @@ class NativeCompare:
     def finite(self, tensor: torch.Tensor) -> bool:
         return bool(self._finite(tensor, tensor.numel()))
 
-
-@functools.cache
-def native_compare() -> NativeCompare | None:
-    """This process's (the driver's), from its copy of the harness library; None where it could not be built."""
-    from evaluator import harness_library
-    library = harness_library.local()
-    return None if library is None else NativeCompare(library)

@@ -1,7 +1,7 @@
 """The build stage's native side: `load_c` specs sent by a candidate worker, built by the trusted builder.
 
-The worker (`native.serve`, armed by `guards.py`) turns a `load_c` call made while the candidate is imported into
-`{"status": "build", "kind": "native", "spec": ...}`; the driver (`build_stage.load_candidate`) hands the spec to
+The worker (`native.serve`, armed by `build_redirect.py`) turns a `load_c` call made while the candidate is imported
+into `{"status": "build", "kind": "native", "spec": ...}`; the driver (`build_stage.load_candidate`) hands the spec to
 `NativeServer.answer`, which validates it (name, flags from the allow-list, readable prototypes), looks it up in the
 native build cache (`native_build.NativeCache`) or has the compiler build it once per digest inside the builder's
 bubblewrap view (/usr, the Python installation, the build's own folder: no home, no project, no /tmp), or without

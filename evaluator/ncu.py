@@ -148,7 +148,8 @@ def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, in
     if ncu is None:
         return NcuReport({})
     from evaluator.ncu_builds import FileBuildServer
-    from evaluator.sandbox import PROJECT_ROOT, _bwrap_prefix, bwrap_available, scrubbed_environment
+    from evaluator.bwrap import bwrap_available, bwrap_prefix
+    from evaluator.zygote_env import PROJECT_ROOT, scrubbed_environment
     job = Path(tempfile.mkdtemp(prefix="opforge-ncu-"))
     try:
         (job / "job.json").write_text(json.dumps({
@@ -157,7 +158,7 @@ def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, in
             "gpu_memory_fraction": gpu_memory_fraction, "build_timeout_s": timeout_s}))
         target = [sys.executable, "-m", "evaluator.ncu_target", str(job)]
         if isolation != "process" and bwrap_available():
-            prefix = _bwrap_prefix(device)
+            prefix = bwrap_prefix(device)
             target = prefix[:-1] + ["--bind", str(job), str(job), "--"] + target
         env = scrubbed_environment()
         env["PYTHONPATH"] = str(PROJECT_ROOT)

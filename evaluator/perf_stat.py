@@ -128,7 +128,8 @@ def profile_with_perf(task_source: str, task_name: str, candidate_source: str, i
         return PerfReport({}, None, unsupported)
     events = countable
     from evaluator.ncu_builds import FileBuildServer
-    from evaluator.sandbox import PROJECT_ROOT, _bwrap_prefix, bwrap_available, scrubbed_environment
+    from evaluator.bwrap import bwrap_available, bwrap_prefix
+    from evaluator.zygote_env import PROJECT_ROOT, scrubbed_environment
     job = Path(tempfile.mkdtemp(prefix="opforge-perf-"))
     try:
         for name in CONTROL:
@@ -139,7 +140,7 @@ def profile_with_perf(task_source: str, task_name: str, candidate_source: str, i
             "build_timeout_s": timeout_s, "perf_control": list(CONTROL)}))
         target = [sys.executable, "-m", "evaluator.ncu_target", str(job)]
         if isolation != "process" and bwrap_available():
-            prefix = _bwrap_prefix("cpu")
+            prefix = bwrap_prefix("cpu")
             target = prefix[:-1] + ["--bind", str(job), str(job), "--"] + target
         env = scrubbed_environment()
         env["PYTHONPATH"] = str(PROJECT_ROOT)

@@ -20,7 +20,8 @@ import torch
 from evaluator.commands import Run
 from evaluator.config import EvalConfig
 from evaluator.connection import WorkerConnection
-from evaluator.native_compare import NativeCompare, native_compare
+from evaluator.harness_library import native_compare
+from evaluator.native_compare import NativeCompare
 from evaluator.task_runtime import LARGE_SCALES, NORMAL_SCALE
 
 # Each probe's scale is drawn afresh per trial from a continuous range around its nominal value (a factor of

@@ -10,33 +10,25 @@ Isolation for untrusted code, in layers:
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluator.bwrap import bwrap_available, bwrap_prefix
 from evaluator.zygote import LAZY_FLUSH, NO_DYNAMO
+from evaluator.zygote_env import zygote_environment
 
 if TYPE_CHECKING:
     from evaluator.forked_zygote import ForkedProcess
     from evaluator.output_slot import DriverSlot
 
-ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-             "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
-             "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF")
-# What decides which device a worker uses and how it runs there: the same value (or absence) on both sides.
-SHARED_DEVICE_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_VISIBLE_DEVICES",
-                     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_CUDA_ARCH_LIST")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOG_LIMIT_BYTES = 64 * 1024
 
 
@@ -71,111 +63,6 @@ def resolve_isolation(isolation: str, role: str, environ: dict[str, str] | None 
         _warned = True
         logging.getLogger("opforge.sandbox").warning("opforge: %s.", WITHOUT_BWRAP)
     return "process"
-
-
-def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k in ENV_ALLOW}
-    env["PYTHONPATH"] = str(PROJECT_ROOT)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONNOUSERSITE"] = "1"
-    env["HOME"] = "/tmp"
-    return env
-
-
-def openmp_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The OpenMP settings of both zygotes, read by libgomp when torch loads it (one libgomp serves PyTorch and native
-    candidates alike). The same thread count for reference and candidate: the caller's OMP_NUM_THREADS, else every CPU
-    this process may use. Threads sleep as soon as a parallel region ends: an honest OpenMP kernel's idle pool is never
-    mistaken for work running in the background between calls, and spinning threads do not take the cores from the
-    next call on a busy machine (measured: a 2-thread GELU took 12 ms a call with a 100000 spin count against 0.18 ms
-    passive, on 2 loaded cores)."""
-    threads = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "").strip()
-    if not threads.isdigit() or int(threads) < 1:
-        threads = str(len(os.sched_getaffinity(0)))
-    return {"OMP_NUM_THREADS": threads, "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
-
-
-KINETO_QUIET = "6"  # above every level Kineto logs at (its start and stop lines are at the highest, above errors)
-
-
-def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[str, str]:
-    """A zygote's environment: the driver's for the reference (it runs trusted code only), the allow-list for the
-    candidate; in both, the same device settings (`SHARED_DEVICE_ENV`), so both sides run on the same GPU with the
-    same allocator and thread counts."""
-    env = scrubbed_environment(environ) if role == "candidate" else {**environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    for key in SHARED_DEVICE_ENV:
-        if key in environ:
-            env[key] = environ[key]
-        else:
-            env.pop(key, None)
-    # Both workers pay the same costs: a coverage tracer (CI's report) in the reference alone would slow its calls
-    # and skew every comparison of the two sides' clocks. The candidate's allow-list drops it already.
-    env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_PROCESS_", "COV_CORE_"))}
-    if device == "cpu":
-        # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
-        # library functions are built as interpreted or compiled at import time.
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-        # A zygote forks its workers, so it may not touch CUDA's runtime: torch.cuda.is_available() (called by the
-        # import of torch.utils.cpp_extension, a warm import) counts devices through the runtime unless told to ask
-        # NVML, and torch then refuses CUDA in every forked child ("Cannot re-initialize CUDA in forked
-        # subprocess"). Seen on the first GPU run; hardening.assert_fork_safe checks it in each worker.
-        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    env.update(openmp_environment(environ))
-    # PyTorch's profiler (Kineto) logs two lines to stderr each time it starts and stops, at every level up to
-    # errors: the watch around every call of the candidate filled the worker's log (the candidate's own output fell
-    # out of the tail an evaluation reports) and cost a write to the log pipe a call on both sides.
-    env["KINETO_LOG_LEVEL"] = KINETO_QUIET
-    return env
-
-
-@functools.lru_cache(maxsize=1)
-def bwrap_available() -> bool:
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False
-    try:
-        probe = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev",
-                                "--proc", "/proc", "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
-
-
-def _bwrap_prefix(device: str, hidden_extra: tuple[str, ...] = ()) -> list[str]:
-    args = ["bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc",
-            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
-    home = Path(os.path.expanduser("~"))
-    hidden = [Path("/tmp")] + [p for p in (home, Path("/home"), Path("/root")) if p.is_dir() and p != Path("/")]
-    for h in dict.fromkeys(hidden[1:]):
-        args += ["--tmpfs", str(h)]
-    # The Python installation, its site-packages and the project are bound back read-only where they live under a
-    # hidden folder (a virtualenv in the home directory, a checkout under /tmp, ...).
-    needed = {Path(sys.prefix), Path(sys.base_prefix), PROJECT_ROOT, *(Path(p) for p in sys.path[1:] if p)}
-    bound: list[Path] = []
-    for p in sorted(needed, key=lambda q: len(q.parts)):
-        if p.exists() and any(_under(p, h) for h in hidden) and not any(_under(p, b) for b in bound):
-            args += ["--ro-bind", str(p), str(p)]
-            bound.append(p)
-    for extra in map(Path, hidden_extra):  # e.g. the CUDA build cache: candidate code never sees it, even read-only
-        if extra.is_dir() and not any(_under(n, extra) for n in needed):
-            args += ["--tmpfs", str(extra)]
-    if device == "cuda":
-        from evaluator.device_nodes import device_nodes, visible_minors
-        from evaluator.energy import load_nvml
-        for dev in device_nodes(sorted(str(p) for p in Path("/dev").glob("nvidia*")),
-                                visible_minors(load_nvml(), os.environ)):
-            args += ["--dev-bind", dev, dev]
-    return args + ["--"]
-
-
-def _under(p: Path, root: Path) -> bool:
-    try:
-        p.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -233,7 +120,7 @@ class Zygote:
         cmd = [sys.executable, "-m", "evaluator.zygote", str(theirs.fileno()), self.device, self.role,
                *(() if self.flush_ahead else (LAZY_FLUSH,)), *(() if self.dynamo else (NO_DYNAMO,))]
         if self.isolation == "bwrap":
-            cmd = _bwrap_prefix(self.device, self.hidden) + cmd
+            cmd = bwrap_prefix(self.device, self.hidden) + cmd
         env = zygote_environment(self.role, self.device, dict(os.environ))
         # The candidate's zygote is a session of its own (untrusted code; bubblewrap's --new-session too); the
         # reference's only a process group of its own, in the driver's session: the scheduler shares a busy CPU

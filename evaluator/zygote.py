@@ -33,7 +33,7 @@ NO_DYNAMO = "no-dynamo"  # a candidate zygote without torch._dynamo (`warm_impor
 def _prepare_environment(device: str) -> None:
     if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
         raise SystemExit("evaluator.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; sandbox.openmp_environment decides
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; zygote_env.openmp_environment decides
 
 
 def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, inputs_fd: int | None, workdir: str,
@@ -104,10 +104,10 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True, dynamo: bool 
     import evaluator.worker  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
     import evaluator.native  # noqa: F401 - load_c, served by the build stage in candidate workers
-    # What every worker's launch counters route load_inline through (`Guards.install_launch_counters`): imported
-    # after each fork instead, from source (a worker may write no bytecode), they cost about 9 ms a worker.
-    import evaluator.cpu_extension  # noqa: F401
-    import evaluator.cuda_build  # noqa: F401
+    # What every worker routes load_inline through (`build_redirect.install`: the CPU and CUDA extension specs, the
+    # private CUDA check, the builder): imported after each fork instead, from source (a worker may write no
+    # bytecode), they cost about 9 ms a worker.
+    import evaluator.build_redirect  # noqa: F401
     import torch.profiler  # noqa: F401
     from torch.autograd.profiler import record_function
     with record_function("opforge-warm-up"):  # its first use imports and caches the optional CUPTI monitor

@@ -18,9 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluator import sandbox
+from evaluator import zygote_env
 
-os.environ.update(sandbox.openmp_environment())  # before torch loads libgomp, as in the workers
+os.environ.update(zygote_env.openmp_environment())  # before torch loads libgomp, as in the workers
 
 import torch  # noqa: E402
 

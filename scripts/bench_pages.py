@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.sandbox import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 

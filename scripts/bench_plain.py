@@ -120,7 +120,7 @@ def opforge_ms(task_path: Path, seed: Path) -> tuple[float, float, str]:
 
 
 def main() -> int:
-    from evaluator.sandbox import openmp_environment
+    from evaluator.zygote_env import openmp_environment
     os.environ.update(openmp_environment())  # this process drives evaluations: the workers' settings
     from benchmarks import builtin_task, seed_path, suite_tasks
     from evaluator.heap import keep_freed_memory

@@ -234,7 +234,8 @@ def test_a_prepared_eviction_buffer_is_shared_by_every_cpu_timer(monkeypatch):
 
 def test_the_time_cap_ends_a_side_only_past_its_floor_of_samples_and_blocks():
     from evaluator.config import EvalConfig
-    from evaluator.measure import FLOOR_CAP_FACTOR, MIN_BLOCKS
+    from evaluator.block_sizes import MIN_BLOCKS
+    from evaluator.measure import FLOOR_CAP_FACTOR
     cfg = EvalConfig(max_timing_s=1.0, min_reps=10)
     rec = SideRecord(samples_ms=[50.0, 200.0, 51.0], spent_s=1.5, blocks=MIN_BLOCKS)
     assert not rec.done(cfg)  # three noisy samples: a median of them is no figure, whatever the cap says

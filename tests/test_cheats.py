@@ -442,7 +442,7 @@ def test_escape_is_closed_under_each_sandbox(header: Header, sandbox: str, monke
     (by an older, weaker build stage) answers for this one."""
     import dataclasses
 
-    from evaluator.sandbox import bwrap_available
+    from evaluator.bwrap import bwrap_available
     if sandbox == "bwrap" and not bwrap_available():
         pytest.skip("bubblewrap is not installed or cannot make namespaces here (CI installs it)")
     for name, value in SECRET_CANARIES.items():

@@ -18,7 +18,7 @@ from evaluator import Candidate, EvalConfig, Status, load_candidate, load_task
 from evaluator.build_cache import BuildCache, cache_root
 from evaluator.cuda_build import BuildSpec
 from evaluator.evaluate import LocalEvaluator
-from evaluator.sandbox import bwrap_available
+from evaluator.bwrap import bwrap_available
 
 TESTS = Path(__file__).resolve().parent
 TASK = TESTS / "tasks" / "relu.py"

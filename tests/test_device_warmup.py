@@ -115,7 +115,7 @@ def test_a_worker_forked_from_a_process_that_called_cuda_says_so(monkeypatch: py
 
 
 def test_gpu_zygotes_count_devices_through_nvml_and_cpu_ones_are_left_alone():
-    from evaluator.sandbox import zygote_environment
+    from evaluator.zygote_env import zygote_environment
     for role in ("reference", "candidate"):
         assert zygote_environment(role, "cuda", {"PATH": "/bin"})["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
         assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in zygote_environment(role, "cpu", {"PATH": "/bin"})

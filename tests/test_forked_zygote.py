@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.forked_zygote import refusal
-from evaluator.sandbox import openmp_environment
+from evaluator.zygote_env import openmp_environment
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "benchmarks" / "tiny"

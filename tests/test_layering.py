@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,189 @@ def test_an_upward_import_is_caught(where: str, source: str, expected: str, tmp_
     path.write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", fake_root)
     assert any(expected in v for v in _violations(path)), _violations(path)
+
+
+# -- no import cycle inside the evaluator -----------------------------------------------------------------------------
+# Every import counts, those inside a function too: a lazy import still makes the module depend on the other one (it
+# only moves the failure to the first call), so one placed to break a cycle leaves the cycle where it was. Imports
+# under `if TYPE_CHECKING:` do not count: the type checker alone reads them, to name a type in an annotation. The
+# package's `__init__.py` is no node: it imports its public names lazily, by their module's name (PEP 562).
+# The driver's own modules: its launcher, its side of the channel, the evaluation's steps and the build stage. Nothing a
+# worker's process imports (its zygote and everything that imports, directly or not) is one of them: a worker reaching
+# back into the driver is how the evaluator's cycles began.
+DRIVER_MODULES = ("sandbox", "forked_zygote", "warm_start", "pool", "connection", "evaluate", "trials", "measure",
+                  "trusted_inputs", "clock_checks", "energy_loops", "build_stage", "build_cache", "native_stage")
+WORKER_ROOT = "zygote"
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skip
+
+
+def evaluator_imports() -> dict[str, dict[str, int]]:
+    """module -> {module it imports: the line of its first import}, for the evaluator's modules (by bare name)."""
+    package = ROOT / "evaluator"
+    names = {p.stem for p in package.glob("*.py")} - {"__init__"}
+    graph: dict[str, dict[str, int]] = {}
+    for name in sorted(names):
+        path = package / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        skip = _type_only(tree)
+        edges: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = "evaluator" if node.level else (node.module or "")
+                if node.level and node.module:
+                    base = f"evaluator.{node.module}"
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] == "evaluator" and len(parts) > 1 and parts[1] in names and parts[1] != name:
+                    edges.setdefault(parts[1], node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def _path(graph: dict[str, dict[str, int]], start: str, goal: str, within: Collection[str]) -> list[str]:
+    """The shortest chain of imports from `start` to `goal` through `within` (breadth first), both ends included."""
+    came: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node]):
+                if child in within and child not in came:
+                    came[child] = node
+                    following.append(child)
+        if goal in came:
+            break
+        frontier = following
+    chain = [goal]
+    while chain[-1] != start or len(chain) == 1:
+        chain.append(came[chain[-1]])
+    return chain[::-1]
+
+
+def describe(graph: dict[str, dict[str, int]], component: frozenset[str]) -> str:
+    """One cycle through the component's first module, each step with the line of its import, then its members."""
+    first = min(component)
+    chain = _path(graph, first, first, component)
+    steps = " -> ".join(f"{a}.py:{graph[a][b]}" for a, b in zip(chain, chain[1:]))
+    return f"{steps} -> {first}  (the cycle's {len(component)} modules: {', '.join(sorted(component))})"
+
+
+def test_the_evaluator_has_no_import_cycle() -> None:
+    graph = evaluator_imports()
+    assert len(graph) > 70  # the walk found the package
+    found = cycles(graph)
+    assert not found, "import cycles in evaluator/:\n" + "\n".join(describe(graph, c) for c in found)
+
+
+def _plant(root: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, int]]:
+    for name, source in files.items():
+        path = root / "evaluator" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", root)
+    return evaluator_imports()
+
+
+def test_a_planted_cycle_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = _plant(tmp_path, {
+        "__init__.py": "from evaluator.a import x\n",  # the package is no node
+        "a.py": "from evaluator import b\nx = 1\n",
+        "b.py": "import os\n\n\ndef f():\n    from evaluator.c import y  # lazy: it counts\n    return y\n",
+        "c.py": "from . import a\ny = 2\n",
+        "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from evaluator.e import T\n",
+        "e.py": "from evaluator.d import U\n",  # d -> e is a type's name only: no cycle
+    }, monkeypatch)
+    assert cycles(graph) == [frozenset({"a", "b", "c"})]
+    assert describe(graph, frozenset({"a", "b", "c"})) == (
+        "a.py:1 -> b.py:5 -> c.py:1 -> a  (the cycle's 3 modules: a, b, c)")
+
+
+def reached(graph: dict[str, dict[str, int]], root: str) -> set[str]:
+    """`root` and every module it imports, directly or not."""
+    seen = {root}
+    frontier = [root]
+    while frontier:
+        frontier = sorted({child for node in frontier for child in graph[node]} - seen)
+        seen.update(frontier)
+    return seen
+
+
+def _driver_modules_in_a_worker(graph: dict[str, dict[str, int]]) -> list[str]:
+    """For each driver module a worker's process imports: the chain of imports from the zygote to it."""
+    inside = reached(graph, WORKER_ROOT)
+    return [" -> ".join(_path(graph, WORKER_ROOT, m, inside)) for m in DRIVER_MODULES if m in inside]
+
+
+def test_a_worker_imports_no_driver_module() -> None:
+    graph = evaluator_imports()
+    assert WORKER_ROOT in graph and set(DRIVER_MODULES) <= set(graph)  # the names still name modules
+    problems = _driver_modules_in_a_worker(graph)
+    assert not problems, "a worker's process imports the driver's modules:\n" + "\n".join(problems)
+
+
+def test_a_driver_module_a_worker_reaches_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = _plant(tmp_path, {
+        "zygote.py": "def serve():\n    from evaluator import worker\n",
+        "worker.py": "from evaluator.helper import f\n",
+        "helper.py": "def f():\n    from evaluator.measure import fresh_seed  # lazy: it counts\n",
+        "sandbox.py": "from evaluator import zygote  # the driver may import the worker's modules\n",
+        **{f"{m}.py": "" for m in DRIVER_MODULES if m != "sandbox"},
+    }, monkeypatch)
+    assert _driver_modules_in_a_worker(graph) == ["zygote -> worker -> helper -> measure"]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from evaluator.correctness import compare
-from evaluator.native_compare import MIN_VALUES, NativeCompare, native_compare
+from evaluator.harness_library import native_compare
+from evaluator.native_compare import MIN_VALUES, NativeCompare
 from evaluator.native_build import compiler
 from evaluator.probes import all_finite
 

@@ -136,7 +136,7 @@ def test_load_c_after_the_import_is_one_readable_sentence(native_cache):
 
 
 def test_openmp_settings_are_the_same_for_both_workers(monkeypatch):
-    from evaluator.sandbox import openmp_environment
+    from evaluator.zygote_env import openmp_environment
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert openmp_environment() == {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
     monkeypatch.setenv("OMP_NUM_THREADS", "lots")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from evaluator.device_nodes import device_nodes, visible_minors
-from evaluator.sandbox import SHARED_DEVICE_ENV, zygote_environment
+from evaluator.zygote_env import SHARED_DEVICE_ENV, zygote_environment
 
 DRIVER_ENV = {"PATH": "/usr/bin", "HOME": "/home/me", "OPENAI_API_KEY": "sk-secret", "CUDA_VISIBLE_DEVICES": "2",
               "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from opforge import __version__
 from evaluator.heap import keep_freed_memory
-from evaluator.sandbox import openmp_environment
+from evaluator.zygote_env import openmp_environment
 from opforge.errors import UsageError
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.

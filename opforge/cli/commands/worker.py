@@ -9,7 +9,8 @@ from types import FrameType
 
 from evaluator.pool import Runner
 from evaluator.process_tree import set_undumpable
-from evaluator.sandbox import REQUIRE_ENV, WITHOUT_BWRAP, bwrap_available
+from evaluator.bwrap import bwrap_available
+from evaluator.sandbox import REQUIRE_ENV, WITHOUT_BWRAP
 from opforge.cli.flags import DB_HELP, RAY_ADDRESS_HELP, open_store
 from store.engine import ENV_VAR as STORE_ENV
 from opforge.errors import UsageError
