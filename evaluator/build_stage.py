@@ -36,6 +36,7 @@ import torch
 
 from evaluator import cpu_extension, cpu_extension_build, native_symbols, policy
 from evaluator.build_cache import BuildCache, Verdict, build_uncached, toolchain
+from evaluator.build_verdict import BuildVerdict
 from evaluator.candidate import Candidate
 from evaluator.commands import Built, Load
 from evaluator.config import EvalConfig
@@ -82,10 +83,10 @@ class BuildServer:
 
     def answer(self, raw_spec: Any, timeout_s: float, kind: Any = None) -> tuple[Built, list[torch.Tensor]]:
         self._requests += 1
-        skipped: tuple[Built, list[torch.Tensor]] = (Built("skipped"), [])
+        skipped: tuple[Built, list[torch.Tensor]] = (Built(BuildVerdict.SKIPPED), [])
         if self._requests > MAX_BUILDS_PER_LOAD:  # refused, not skipped: no private build behind the builder's back
-            return Built("refused", f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or native "
-                                    "libraries"), []
+            return Built(BuildVerdict.REFUSED, f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or "
+                                               "native libraries"), []
         if kind == "native":
             return self.native.answer(raw_spec, timeout_s)
         if kind == cpu_extension.KIND:
@@ -93,7 +94,7 @@ class BuildServer:
         try:
             spec = BuildSpec.from_json(raw_spec)
         except ValueError as exc:
-            return Built("refused", f"load_inline cannot build this: {exc}"), []
+            return Built(BuildVerdict.REFUSED, f"load_inline cannot build this: {exc}"), []
         if self.cache is None:
             return skipped
         if self.mode == "link" and not self.collecting and not _device_covered(self.archs):
@@ -104,7 +105,7 @@ class BuildServer:
         verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
                                           context=self.context)
         self.verdicts.append(verdict)
-        header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
+        header = Built(BuildVerdict(verdict.status), verdict.log, verdict.key, verdict.cached)
         blobs: list[torch.Tensor] = []
         if verdict.status == "linked" and not self.collecting and verdict.artifact is not None:
             blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
@@ -116,11 +117,11 @@ class BuildServer:
         try:
             spec = cpu_extension.CpuExtensionSpec.from_json(raw_spec)
         except ValueError as exc:
-            return Built("refused", f"load_inline cannot build this: {exc}"), []
+            return Built(BuildVerdict.REFUSED, f"load_inline cannot build this: {exc}"), []
         tc = cpu_extension_build.toolchain()
         if tc is None:
-            return Built("refused", f"load_inline({spec.name!r}) cannot be built here: no C++ compiler (g++ or c++) "
-                                    "was found"), []
+            return Built(BuildVerdict.REFUSED, f"load_inline({spec.name!r}) cannot be built here: no C++ compiler "
+                                               "(g++ or c++) was found"), []
         if self.cache is not None:
             verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
                                               context=self.context)
@@ -129,14 +130,14 @@ class BuildServer:
             verdict, data = build_uncached(spec, tc, isolation=self.isolation, timeout_s=timeout_s)
         self.cpu_verdicts.append(verdict)
         if verdict.status == "unavailable":
-            return Built("refused", f"load_inline({spec.name!r}) cannot be built here: {verdict.log}"), []
-        header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
+            return Built(BuildVerdict.REFUSED, f"load_inline({spec.name!r}) cannot be built here: {verdict.log}"), []
+        header = Built(BuildVerdict(verdict.status), verdict.log, verdict.key, verdict.cached)
         if verdict.status != "linked" or self.collecting or not data:
             return header, []
         below = native_symbols.extension_refusal(data, spec.name)  # on the bytes the worker would load
         if below is not None:
             self._below_torch = below
-            return Built("refused", below), []
+            return Built(BuildVerdict.REFUSED, below), []
         return header, [torch.frombuffer(bytearray(data), dtype=torch.uint8)]
 
 
@@ -167,7 +168,7 @@ def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: 
         built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
         if server.below_torch is not None:
             raise Refused(Status.REJECTED, server.below_torch)
-        if built.verdict == "timeout":
+        if built.verdict == BuildVerdict.TIMEOUT:
             what = {"native": "native build", cpu_extension.KIND: "C++ extension build"}.get(str(reply.get("kind")),
                                                                                           "CUDA build")
             raise Refused(Status.TIMEOUT, f"the candidate's {what} did not finish within {timeout_s:g} s "

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, TypeVar, Union
 
+from evaluator.build_verdict import BuildVerdict
+
 
 class UnknownCommand(ValueError):
     """A header that names no declared command, or a field the command does not have (a bug of the driver)."""
@@ -180,10 +182,13 @@ class Built(_Wire):
     skipped: build privately; refused; timeout), the library's bytes travel as the frame's tensor."""
 
     NAME: ClassVar[str] = "built"
-    verdict: str
+    verdict: BuildVerdict
     log: str = ""
     key: str | None = None
     cached: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", BuildVerdict(self.verdict))  # a ValueError names one outside the list
 
 
 Command = Union[Load, Run, Time, NextCall, Go, Draw, Loop, MemoryCalls, Clock, Check, Batch, Profile, Exit, Built]
@@ -201,7 +206,7 @@ def parse(header: Mapping[str, Any]) -> Command:
     body = {k: tuple(v) if isinstance(v, list) else v for k, v in header.items() if k not in _ENVELOPE}
     try:
         return cls(**body)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise UnknownCommand(f"command {name!r}: {exc}") from None
 
 

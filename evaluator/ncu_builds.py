@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from evaluator.build_verdict import BuildVerdict
 from evaluator.commands import Built
 
 Answer = Callable[[Any, float, Any], tuple[Built, list[torch.Tensor]]]  # BuildServer.answer (spec, timeout, kind)
@@ -64,7 +65,7 @@ class FileBuildServer:
                         raise ValueError("not a JSON object")
                     built, blobs = self.answer(raw.get("spec"), self.timeout_s, raw.get("kind"))
                 except (OSError, ValueError) as exc:
-                    built, blobs = Built("refused", f"unreadable build request: {exc}"), []
+                    built, blobs = Built(BuildVerdict.REFUSED, f"unreadable build request: {exc}"), []
                 if blobs:
                     _write_atomic(self.dir / f"{n}.so", blobs[0].numpy().tobytes())
                 _write_atomic(self.dir / f"{n}.rep.json", json.dumps({**built.to_wire(), "blobs": len(blobs)}).encode())
@@ -93,7 +94,7 @@ class FileChannel:
         deadline = time.monotonic() + self.timeout_s
         while not rep.exists():
             if time.monotonic() > deadline:
-                return Built("skipped").to_wire(), []
+                return Built(BuildVerdict.SKIPPED).to_wire(), []
             time.sleep(POLL_S)
         header = json.loads(rep.read_text())
         blobs = []
