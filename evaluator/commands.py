@@ -3,7 +3,7 @@ socket and `parse(header)` on the worker's side, which refuses an unknown comman
 
 The driver sends them (`evaluate.py`, `trials.py`, `measure.py`, `energy.py`, `degenerate_probes.py`,
 `gpu_memory.py`, `cpu_memory.py`, `build_stage.py`) and the worker (`worker.py`) dispatches on `NAME` to its `cmd_<NAME>` method. The
-replies stay plain headers: the driver reads what an untrusted process sends field by field and judges it.
+worker's replies are declared in `worker_replies.py`, whose parse treats every field as hostile.
 """
 
 from __future__ import annotations

@@ -133,6 +133,7 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
     device's timed phase around this (device_lock.py)."""
     from evaluator.commands import Loop
     from evaluator.measure import fresh_seed
+    from evaluator.worker_replies import Looped
     loop_s = float(getattr(cfg, "energy_loop_s", LOOP_S))
     meter = meter if meter is not None else _meter(kind) if loop_s > 0 else None
     if meter is None or not meter.available:
@@ -140,9 +141,9 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
 
     def runner(conn: Any) -> Callable[[float], int]:
         def run(seconds: float) -> int:
-            reply, _ = conn.request(Loop(variant=0, seed=fresh_seed(), seconds=seconds),
-                                    cfg.run_timeout_s, "the energy loop")
-            return int(reply.get("calls", 0))
+            reply, _ = conn.request_as(Loop(variant=0, seed=fresh_seed(), seconds=seconds), Looped,
+                                       cfg.run_timeout_s, "the energy loop")
+            return int(reply.calls)
         return run
     return meter_loop(meter, runner(candidate), loop_s), meter_loop(meter, runner(reference), loop_s)
 
