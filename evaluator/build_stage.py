@@ -106,9 +106,9 @@ class BuildServer:
         verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
                                           context=self.context)
         self.verdicts.append(verdict)
-        header = Built(BuildVerdict(verdict.status), verdict.log, verdict.key, verdict.cached)
+        header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
         blobs: list[torch.Tensor] = []
-        if verdict.status == "linked" and not self.collecting and verdict.artifact is not None:
+        if verdict.status == BuildVerdict.LINKED and not self.collecting and verdict.artifact is not None:
             blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
         return header, blobs
 
@@ -130,10 +130,10 @@ class BuildServer:
         else:
             verdict, data = build_uncached(spec, tc, isolation=self.isolation, timeout_s=timeout_s)
         self.cpu_verdicts.append(verdict)
-        if verdict.status == "unavailable":
+        if verdict.status == BuildVerdict.UNAVAILABLE:
             return Built(BuildVerdict.REFUSED, f"load_inline({spec.name!r}) cannot be built here: {verdict.log}"), []
-        header = Built(BuildVerdict(verdict.status), verdict.log, verdict.key, verdict.cached)
-        if verdict.status != "linked" or self.collecting or not data:
+        header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
+        if verdict.status != BuildVerdict.LINKED or self.collecting or not data:
             return header, []
         below = native_symbols.extension_refusal(data, spec.name)  # on the bytes the worker would load
         if below is not None:

@@ -80,16 +80,16 @@ class NativeServer:
             self._cache = open_cache()
         outcome = self._build(spec, timeout_s)
         self.outcomes.append(outcome)
-        if outcome.status == "unavailable":
+        if outcome.status == BuildVerdict.UNAVAILABLE:
             return Built(BuildVerdict.REFUSED, f"load_c({spec.name!r}) cannot be built here: {outcome.log}"), []
-        if outcome.status == "built":  # on the bytes the worker would load, cached ones too
+        if outcome.status == BuildVerdict.BUILT:  # on the bytes the worker would load, cached ones too
             foreign = native_symbols.refusal(outcome.library, spec.name)
             if foreign is not None:
                 self.below_torch = foreign
                 return Built(BuildVerdict.REFUSED, foreign), []
-        header = Built(BuildVerdict(outcome.status), outcome.log, outcome.key, outcome.cached)
+        header = Built(outcome.status, outcome.log, outcome.key, outcome.cached)
         blobs: list[torch.Tensor] = []
-        if outcome.status == "built" and not self.collecting:
+        if outcome.status == BuildVerdict.BUILT and not self.collecting:
             blobs = [torch.frombuffer(bytearray(outcome.library), dtype=torch.uint8)]
         return header, blobs
 
@@ -104,7 +104,8 @@ class NativeServer:
             work = Path(d)
             prefix = prefix_for(work)
             if prefix is None:
-                return Outcome("unavailable", entry_key(spec), "the native builder's sandbox does not work here")
+                return Outcome(BuildVerdict.UNAVAILABLE, entry_key(spec),
+                               "the native builder's sandbox does not work here")
             return build_once(spec, entry_key(spec), work, timeout_s, prefix, builder_env(work))
 
 
