@@ -24,7 +24,7 @@ from evaluator.result import Status
 
 MAX_REASON_CHARS = 20_000
 MAX_LOG_CHARS = 1_000_000
-MAX_NAME_CHARS = 1_000  # an op's, a kernel's, a metric's name, a note, a variant's value
+MAX_NAME_CHARS = 10_000  # an op's, a kernel's (a C++ template's can run long), a metric's name, a note, a value
 MAX_ITEMS = 100_000  # entries of a list or mapping (ops, kernels, layouts, metrics)
 MAX_COUNT = 2**62  # launches, calls, bytes, threads
 _ENVELOPE = frozenset({"status", "nonce"})  # the channel's own fields (wire.py) and the kind
