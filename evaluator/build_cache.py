@@ -34,13 +34,14 @@ from typing import Any, Iterator
 
 from evaluator import builder, cuda_build
 from evaluator.build_format import BUILD_FORMAT, tool_version
+from evaluator.build_verdict import BuildVerdict
 from evaluator.cpu_extension import CpuExtensionSpec
 from evaluator.cuda_build import BuildSpec
 from evaluator.native_build import key_lock
 
 CACHE_ENV = "OPFORGE_CUDA_BUILD_CACHE"
 DISABLED = ("off", "none", "0", "false")
-STORED = ("compiled", "linked", "compile_error")
+STORED = (BuildVerdict.COMPILED, BuildVerdict.LINKED, BuildVerdict.COMPILE_ERROR)
 log = logging.getLogger(__name__)
 AnySpec = BuildSpec | CpuExtensionSpec  # a CUDA load_inline call, or a CPU one (mode `cpu`: cpu_extension_build.py)
 
@@ -79,7 +80,7 @@ def entry_key(spec: AnySpec, tc: dict[str, Any]) -> str:
 class Verdict:
     """The outcome of one build request: compiled | linked | compile_error (stored), timeout | unavailable (not)."""
 
-    status: str
+    status: BuildVerdict
     key: str
     log: str = ""
     artifact: Path | None = None
@@ -117,11 +118,11 @@ class BuildCache:
             if record["key"] != key or record["verdict"] not in STORED:
                 return None
             artifact = None
-            if record["verdict"] == "linked":
+            if record["verdict"] == BuildVerdict.LINKED:
                 artifact = entry / record["artifact"]
                 if hashlib.sha256(artifact.read_bytes()).hexdigest() != record["artifact_sha256"]:
                     return None
-            return Verdict(record["verdict"], key, record.get("log", ""), artifact, cached=True)
+            return Verdict(BuildVerdict(record["verdict"]), key, record.get("log", ""), artifact, cached=True)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -152,14 +153,14 @@ class BuildCache:
         deadline = time.monotonic() + timeout_s
         with self._lock(key, deadline) as locked:
             if not locked:
-                return Verdict("timeout", key, "another build of the same sources did not finish in time")
+                return Verdict(BuildVerdict.TIMEOUT, key, "another build of the same sources did not finish in time")
             if (hit := self.lookup(key)) is not None:
                 return hit
             with tempfile.TemporaryDirectory(prefix="opforge-build-") as work:
                 started = time.time()
                 verdict = _build(spec, tc, key, Path(work), isolation, deadline - time.monotonic())
                 finished = time.time()
-                if verdict.status != "unavailable":
+                if verdict.status != BuildVerdict.UNAVAILABLE:
                     self._note(key, spec, verdict, context, started, finished)
                 if verdict.status in STORED:
                     verdict = self._store(key, spec, tc, verdict, context, started, finished)
@@ -211,34 +212,36 @@ def _build(spec: AnySpec, tc: dict[str, Any], key: str, work: Path, isolation: s
         return _build_cpu(spec, key, work, isolation, timeout_s)
     prefix = builder.builder_prefix(work, isolation, tc["mode"])
     if prefix is None:
-        return Verdict("unavailable", key, "the sandboxed CUDA builder does not work here")
+        return Verdict(BuildVerdict.UNAVAILABLE, key, "the sandboxed CUDA builder does not work here")
     env = builder.builder_env(work, tc["archs"])
     try:
         if tc["mode"] == "link":
             artifact = builder.link(spec, work, sys.executable, timeout_s, prefix, env)
-            return Verdict("linked", key, "", artifact)
+            return Verdict(BuildVerdict.LINKED, key, "", artifact)
         failed = builder.compile_check(spec, work, tc["archs"], timeout_s, prefix, env)
-        return Verdict("compiled", key) if failed is None else Verdict("compile_error", key, failed)
+        if failed is not None:
+            return Verdict(BuildVerdict.COMPILE_ERROR, key, failed)
+        return Verdict(BuildVerdict.COMPILED, key)
     except cuda_build.CompileFailed as exc:
-        return Verdict("compile_error", key, str(exc))
+        return Verdict(BuildVerdict.COMPILE_ERROR, key, str(exc))
     except builder.BuildTimeout as exc:
-        return Verdict("timeout", key, str(exc))
+        return Verdict(BuildVerdict.TIMEOUT, key, str(exc))
     except (builder.BuilderFailed, OSError) as exc:
         log.warning("the CUDA builder failed: %s", exc)
-        return Verdict("unavailable", key, str(exc))
+        return Verdict(BuildVerdict.UNAVAILABLE, key, str(exc))
 
 
 def _build_cpu(spec: CpuExtensionSpec, key: str, work: Path, isolation: str, timeout_s: float) -> Verdict:
     from evaluator import cpu_extension_build
     prefix = cpu_extension_build.sandbox_prefix(work, isolation)
     if prefix is None:
-        return Verdict("unavailable", key, "the sandboxed C++ builder does not work here")
+        return Verdict(BuildVerdict.UNAVAILABLE, key, "the sandboxed C++ builder does not work here")
     try:
-        return Verdict("linked", key, "", cpu_extension_build.build(spec, work, timeout_s, prefix))
+        return Verdict(BuildVerdict.LINKED, key, "", cpu_extension_build.build(spec, work, timeout_s, prefix))
     except cuda_build.CompileFailed as exc:
-        return Verdict("compile_error", key, str(exc))
+        return Verdict(BuildVerdict.COMPILE_ERROR, key, str(exc))
     except builder.BuildTimeout as exc:
-        return Verdict("timeout", key, str(exc))
+        return Verdict(BuildVerdict.TIMEOUT, key, str(exc))
     except (builder.BuilderFailed, OSError) as exc:
         log.warning("the C++ extension builder failed: %s", exc)
-        return Verdict("unavailable", key, str(exc))
+        return Verdict(BuildVerdict.UNAVAILABLE, key, str(exc))

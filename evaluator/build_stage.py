@@ -5,7 +5,7 @@ Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluat
 1. the driver sends the candidate worker `load` with `"builds": true`; the worker imports the candidate with the
    load_inline hook armed (`build_redirect.py`);
 2. each `load_inline` call with CUDA sources is turned into a `BuildSpec` in the worker and sent to the driver as
-   `{"status": "build", "spec": ...}`; the worker waits;
+   `{"status": "build", "spec": ...}` (`worker_replies.BuildRequest`); the worker waits;
 3. the driver (`BuildServer.answer`) validates the spec, looks its key up in the cache or has the sandboxed builder
    compile it (`BuildCache.get_or_build`), and replies `Built(verdict, log, ...)` (`commands.py`), with the `.so`
    bytes for a linked build: the worker loads that copy (GPU), or raises the cached verdict (no GPU: compile_error
@@ -36,6 +36,7 @@ import torch
 
 from evaluator import cpu_extension, cpu_extension_build, native_symbols, policy
 from evaluator.build_cache import BuildCache, Verdict, build_uncached, toolchain
+from evaluator.build_verdict import BuildKind, BuildVerdict
 from evaluator.candidate import Candidate
 from evaluator.commands import Built, Load
 from evaluator.config import EvalConfig
@@ -45,6 +46,7 @@ from evaluator.native_stage import NativeServer, mentions_load_c
 from evaluator.result import Status
 from evaluator.sandbox import Zygote
 from evaluator.warm_start import hidden_caches
+from evaluator.worker_replies import BuildRequest, Ready, Reply, status_of
 from evaluator.task import Task, TaskError
 
 MAX_BUILDS_PER_LOAD = 8
@@ -82,18 +84,18 @@ class BuildServer:
 
     def answer(self, raw_spec: Any, timeout_s: float, kind: Any = None) -> tuple[Built, list[torch.Tensor]]:
         self._requests += 1
-        skipped: tuple[Built, list[torch.Tensor]] = (Built("skipped"), [])
+        skipped: tuple[Built, list[torch.Tensor]] = (Built(BuildVerdict.SKIPPED), [])
         if self._requests > MAX_BUILDS_PER_LOAD:  # refused, not skipped: no private build behind the builder's back
-            return Built("refused", f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or native "
-                                    "libraries"), []
-        if kind == "native":
+            return Built(BuildVerdict.REFUSED, f"a candidate may build at most {MAX_BUILDS_PER_LOAD} extensions or "
+                                               "native libraries"), []
+        if kind == BuildKind.NATIVE:
             return self.native.answer(raw_spec, timeout_s)
-        if kind == cpu_extension.KIND:
+        if kind == BuildKind.CPU_EXTENSION:
             return self._answer_cpu(raw_spec, timeout_s)
         try:
             spec = BuildSpec.from_json(raw_spec)
         except ValueError as exc:
-            return Built("refused", f"load_inline cannot build this: {exc}"), []
+            return Built(BuildVerdict.REFUSED, f"load_inline cannot build this: {exc}"), []
         if self.cache is None:
             return skipped
         if self.mode == "link" and not self.collecting and not _device_covered(self.archs):
@@ -106,7 +108,7 @@ class BuildServer:
         self.verdicts.append(verdict)
         header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
         blobs: list[torch.Tensor] = []
-        if verdict.status == "linked" and not self.collecting and verdict.artifact is not None:
+        if verdict.status == BuildVerdict.LINKED and not self.collecting and verdict.artifact is not None:
             blobs = [torch.frombuffer(bytearray(verdict.artifact.read_bytes()), dtype=torch.uint8)]
         return header, blobs
 
@@ -116,11 +118,11 @@ class BuildServer:
         try:
             spec = cpu_extension.CpuExtensionSpec.from_json(raw_spec)
         except ValueError as exc:
-            return Built("refused", f"load_inline cannot build this: {exc}"), []
+            return Built(BuildVerdict.REFUSED, f"load_inline cannot build this: {exc}"), []
         tc = cpu_extension_build.toolchain()
         if tc is None:
-            return Built("refused", f"load_inline({spec.name!r}) cannot be built here: no C++ compiler (g++ or c++) "
-                                    "was found"), []
+            return Built(BuildVerdict.REFUSED, f"load_inline({spec.name!r}) cannot be built here: no C++ compiler "
+                                               "(g++ or c++) was found"), []
         if self.cache is not None:
             verdict = self.cache.get_or_build(spec, tc, isolation=self.isolation, timeout_s=timeout_s,
                                               context=self.context)
@@ -128,15 +130,15 @@ class BuildServer:
         else:
             verdict, data = build_uncached(spec, tc, isolation=self.isolation, timeout_s=timeout_s)
         self.cpu_verdicts.append(verdict)
-        if verdict.status == "unavailable":
-            return Built("refused", f"load_inline({spec.name!r}) cannot be built here: {verdict.log}"), []
+        if verdict.status == BuildVerdict.UNAVAILABLE:
+            return Built(BuildVerdict.REFUSED, f"load_inline({spec.name!r}) cannot be built here: {verdict.log}"), []
         header = Built(verdict.status, verdict.log, verdict.key, verdict.cached)
-        if verdict.status != "linked" or self.collecting or not data:
+        if verdict.status != BuildVerdict.LINKED or self.collecting or not data:
             return header, []
         below = native_symbols.extension_refusal(data, spec.name)  # on the bytes the worker would load
         if below is not None:
             self._below_torch = below
-            return Built("refused", below), []
+            return Built(BuildVerdict.REFUSED, below), []
         return header, [torch.frombuffer(bytearray(data), dtype=torch.uint8)]
 
 
@@ -153,7 +155,7 @@ def _device_covered(archs: str | None) -> bool:
 
 def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: str,
                    server: BuildServer, asked: bool = False,
-                   first_reply: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                   first_reply: Callable[[Reply], None] | None = None) -> Ready:
     """Sends `load` (unless `asked` already: `ask_load`) and answers the worker's build requests until its final
     reply; one deadline for all of it. `first_reply`: called with the worker's first answer (a build request, or its
     final reply) once it has come, while the worker waits: none of the candidate's native code is loaded yet."""
@@ -163,13 +165,13 @@ def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: 
     reply, _ = conn.recv(timeout_s, doing)
     if first_reply is not None:
         first_reply(reply)
-    while reply.get("status") == "build":
-        built, blobs = server.answer(reply.get("spec"), max(deadline - time.monotonic(), 0.0), reply.get("kind"))
+    while isinstance(reply, BuildRequest):
+        built, blobs = server.answer(reply.spec, max(deadline - time.monotonic(), 0.0), reply.kind)
         if server.below_torch is not None:
             raise Refused(Status.REJECTED, server.below_torch)
-        if built.verdict == "timeout":
-            what = {"native": "native build", cpu_extension.KIND: "C++ extension build"}.get(str(reply.get("kind")),
-                                                                                          "CUDA build")
+        if built.verdict == BuildVerdict.TIMEOUT:
+            what = {BuildKind.NATIVE: "native build", BuildKind.CPU_EXTENSION: "C++ extension build"}.get(
+                reply.kind, "CUDA build")
             raise Refused(Status.TIMEOUT, f"the candidate's {what} did not finish within {timeout_s:g} s "
                                           f"({built.log or 'compiler timeout'})")
         try:
@@ -177,6 +179,9 @@ def load_candidate(conn: WorkerConnection, load: Load, timeout_s: float, doing: 
         except OSError:
             raise Refused(Status.CRASHED, "the candidate process died while its sources were built") from None
         reply, _ = conn.recv(max(deadline - time.monotonic(), 0.001), doing)
+    if not isinstance(reply, Ready):
+        raise Refused(Status.REJECTED, f"the candidate process answered {status_of(reply)!r} where it was to say "
+                                       f"that it was ready ({doing})")
     return reply
 
 

@@ -22,6 +22,7 @@ from evaluator.commands import Clock
 from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.result import Status, Timing
+from evaluator.worker_replies import ClockRead
 
 if TYPE_CHECKING:
     from evaluator.measure import SideRecord
@@ -116,8 +117,8 @@ class CandidateClock:
         self.driver_ms = 0.0
 
     def _read_ms(self) -> float:
-        reply, _ = self.conn.request(Clock(), self.timeout_s, "reading its clock")
-        return float(reply["now_ms"])
+        reply, _ = self.conn.request_as(Clock(), ClockRead, self.timeout_s, "reading its clock")
+        return reply.now_ms
 
     def around(self, block: Callable[[], None]) -> None:
         first_ms = self._read_ms()

@@ -3,7 +3,7 @@ socket and `parse(header)` on the worker's side, which refuses an unknown comman
 
 The driver sends them (`evaluate.py`, `trials.py`, `measure.py`, `energy_loops.py`, `degenerate_probes.py`,
 `gpu_memory.py`, `cpu_memory.py`, `build_stage.py`) and the worker (`worker.py`) dispatches on `NAME` to its `cmd_<NAME>` method. The
-replies stay plain headers: the driver reads what an untrusted process sends field by field and judges it.
+worker's replies are declared in `worker_replies.py`, whose parse treats every field as hostile.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, TypeVar, Union
+
+from evaluator.build_verdict import BuildVerdict
 
 
 class UnknownCommand(ValueError):
@@ -180,10 +182,13 @@ class Built(_Wire):
     skipped: build privately; refused; timeout), the library's bytes travel as the frame's tensor."""
 
     NAME: ClassVar[str] = "built"
-    verdict: str
+    verdict: BuildVerdict
     log: str = ""
     key: str | None = None
     cached: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", BuildVerdict(self.verdict))  # a ValueError names one outside the list
 
 
 Command = Union[Load, Run, Time, NextCall, Go, Draw, Loop, MemoryCalls, Clock, Check, Batch, Profile, Exit, Built]
@@ -201,7 +206,7 @@ def parse(header: Mapping[str, Any]) -> Command:
     body = {k: tuple(v) if isinstance(v, list) else v for k, v in header.items() if k not in _ENVELOPE}
     try:
         return cls(**body)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise UnknownCommand(f"command {name!r}: {exc}") from None
 
 

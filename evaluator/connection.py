@@ -6,7 +6,7 @@ import contextlib
 import select
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TypeVar
 
 import torch
 
@@ -16,8 +16,9 @@ from evaluator.result import Status
 from evaluator.sandbox import WorkerHandle, Zygote
 from evaluator.task import TaskError
 from evaluator.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from evaluator.worker_replies import ClockRead, Failed, MalformedReply, Reply, TaskFailed, kind_name, parse, status_of
 
-_WORKER_STATUSES = {s.value for s in Status}
+R = TypeVar("R")
 
 
 class Refused(Exception):
@@ -48,9 +49,11 @@ class WorkerConnection:
         except OSError:
             raise self._failure(Status.CRASHED, "died while receiving a command") from None
 
-    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def recv(self, timeout_s: float, doing: str) -> tuple[Reply, list[torch.Tensor]]:
+        """The worker's next reply, parsed (`worker_replies.parse`); its failures raised as the verdict (`Refused`)
+        or, for the reference or a task that fails to load, as the task's error."""
         try:
-            reply, tensors = self.channel.recv(timeout_s)
+            header, tensors = self.channel.recv(timeout_s)
         except ChannelTimeout:
             raise self._failure(Status.TIMEOUT, f"did not finish {doing} within {timeout_s:g} s") from None
         except ChannelClosed:
@@ -58,19 +61,22 @@ class WorkerConnection:
         except ProtocolError as exc:
             raise self._failure(Status.REJECTED, f"sent a malformed or forged message on the result channel "
                                                  f"({exc})") from None
-        status = reply.get("status")
-        if status != "clock":
+        try:
+            reply = parse(header)
+        except MalformedReply as exc:
+            raise self._failure(Status.REJECTED, f"sent a malformed reply while {doing}: {exc}") from None
+        if not isinstance(reply, ClockRead):
             self.messages += 1
-        if status == Status.NEEDS_DYNAMO and self.zygote.dynamo:  # only a zygote without dynamo may say so
-            raise self._failure(Status.REJECTED, "said it needs torch._dynamo, which its worker has loaded")
-        if status == Status.INFRA_FAILED:  # the runner's word about its own machinery, never a worker's
-            raise self._failure(Status.REJECTED, "claimed an infrastructure failure, which only the runner reports")
-        if status == "task_error":
-            raise TaskError(f"{self.task_label}: the task fails to load: {reply.get('reason')}")
-        if status in _WORKER_STATUSES:
+        if isinstance(reply, TaskFailed):
+            raise TaskError(f"{self.task_label}: the task fails to load: {reply.reason}")
+        if isinstance(reply, Failed):
+            if reply.status == Status.NEEDS_DYNAMO and self.zygote.dynamo:  # only a zygote without dynamo may say so
+                raise self._failure(Status.REJECTED, "said it needs torch._dynamo, which its worker has loaded")
+            if reply.status == Status.INFRA_FAILED:  # the runner's word about its own machinery, never a worker's
+                raise self._failure(Status.REJECTED, "claimed an infrastructure failure, which only the runner reports")
             if self.role == "reference":
-                raise TaskError(f"{self.task_label}: the reference failed while {doing}: {reply.get('reason')}")
-            raise Refused(Status(status), str(reply.get("reason") or status), str(reply.get("log") or ""))
+                raise TaskError(f"{self.task_label}: the reference failed while {doing}: {reply.reason}")
+            raise Refused(reply.status, reply.reason or reply.status.value, reply.log)
         return reply, tensors
 
     def answered(self, wait_s: float) -> bool:
@@ -78,9 +84,21 @@ class WorkerConnection:
         ready, _, _ = select.select([self.channel.sock], [], [], wait_s)
         return bool(ready)
 
-    def request(self, cmd: Command, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def recv_as(self, kind: type[R], timeout_s: float, doing: str) -> tuple[R, list[torch.Tensor]]:
+        """The worker's next reply, which must be a `kind`: any other is a protocol failure."""
+        reply, tensors = self.recv(timeout_s, doing)
+        if not isinstance(reply, kind):
+            raise self._failure(Status.REJECTED, f"answered {status_of(reply)!r} where it was to answer "
+                                                 f"{kind_name(kind)!r} ({doing})")
+        return reply, tensors
+
+    def request(self, cmd: Command, timeout_s: float, doing: str) -> tuple[Reply, list[torch.Tensor]]:
         self.ask(cmd)
         return self.recv(timeout_s, doing)
+
+    def request_as(self, cmd: Command, kind: type[R], timeout_s: float, doing: str) -> tuple[R, list[torch.Tensor]]:
+        self.ask(cmd)
+        return self.recv_as(kind, timeout_s, doing)
 
     def ask(self, cmd: Command) -> None:
         """Send a request whose reply `recv` reads later (the driver keeps both workers busy meanwhile)."""

@@ -22,13 +22,17 @@ import json
 import re
 import types
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from evaluator.build_verdict import BuildKind, BuildVerdict
 from evaluator.cuda_build import MAX_SPEC_CHARS, BuildSpec, CompileFailed, check_names
 from evaluator.cuda_build import _functions, _texts, load_extension
 
-KIND = "cpu_extension"  # the build request's kind on the wire
-BuildClient = Callable[[dict[str, Any], str], tuple[dict[str, Any], list[Any]]]  # (spec, kind) -> (reply, blobs)
+if TYPE_CHECKING:
+    from evaluator.commands import Built
+
+KIND = BuildKind.CPU_EXTENSION  # the build request's kind on the wire
+BuildClient = Callable[[dict[str, Any], str], tuple["Built", list[Any]]]  # (spec, kind) -> (the answer, blobs)
 # Compile flags: optimisation, the CPU's vector extensions, OpenMP, macros, standards and warnings. Nothing that names
 # a file or a program (-I, -include, -fplugin, -B, -specs, @file): the builder's view is small, but still.
 _CFLAG = re.compile(r"-O[0-3s]?|-Ofast|-march=[a-z0-9-]+|-mtune=[a-z0-9-]+|-fopenmp(-simd)?|-ffast-math|"
@@ -157,13 +161,13 @@ def prebuilt(client: BuildClient, collecting: bool, name: Any, cpp_sources: Any,
         spec = CpuExtensionSpec.from_call(name, cpp_sources, kwargs)
     except ValueError as exc:
         raise CpuBuildFailed(f"load_inline({str(name)[:60]!r}) cannot be built by the evaluator: {exc}") from None
-    reply, blobs = client(spec.to_json(), KIND)
-    verdict, log_text = reply.get("verdict"), str(reply.get("log") or "")
+    built, blobs = client(spec.to_json(), KIND)
+    verdict, log_text = built.verdict, built.log
     if collecting:
         return types.SimpleNamespace()  # the import goes on, so that later calls are recorded too
-    if verdict == "linked" and blobs:
+    if verdict == BuildVerdict.LINKED and blobs:
         return load_extension(spec.name, blobs[0].numpy().tobytes())
-    if verdict == "compile_error":
+    if verdict == BuildVerdict.COMPILE_ERROR:
         raise CpuBuildFailed(f"load_inline({spec.name!r}): the C++ sources do not compile", log_text)
     raise CpuBuildFailed(log_text.splitlines()[0][:300] if log_text else
                          f"load_inline({spec.name!r}) could not be built ({verdict})", log_text)

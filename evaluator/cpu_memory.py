@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.commands import Go, MemoryCalls
-from evaluator.connection import Refused, WorkerConnection
+from evaluator.connection import WorkerConnection
 from evaluator.measure import fresh_seed
-from evaluator.result import Status
+from evaluator.worker_replies import Armed, Called, Measured
 
 CALLS = 3
 RESET_PEAK = b"5"
@@ -115,10 +115,7 @@ def peak_of_calls(conn: WorkerConnection, peak: ProcessPeak, timeout_s: float, c
         sampler = None  # the process is gone: its connection fails below
     try:
         for _ in range(calls):
-            armed, _ = conn.recv(timeout_s, "preparing a memory-measured call")
-            if armed.get("status") != "armed":
-                raise Refused(Status.REJECTED, f"the worker answered {str(armed.get('status'))[:40]!r} where it was "
-                                               "to say that a memory-measured call was ready")
+            conn.recv_as(Armed, timeout_s, "preparing a memory-measured call")
             try:
                 before: int | None = sampler.resident_bytes() if sampler is not None else (
                     None if sampled else peak.reset())
@@ -130,7 +127,7 @@ def peak_of_calls(conn: WorkerConnection, peak: ProcessPeak, timeout_s: float, c
                     growths.append(max(sampler.largest_until(lambda: conn.answered(0.0)) - before, 0))
             except OSError:
                 pass
-            conn.recv(timeout_s, "a memory-measured call")
+            conn.recv_as(Called, timeout_s, "a memory-measured call")
             try:
                 if sampler is None and before is not None:
                     growths.append(max(peak.high_water_bytes() - before, 0))
@@ -139,7 +136,7 @@ def peak_of_calls(conn: WorkerConnection, peak: ProcessPeak, timeout_s: float, c
     finally:
         if sampler is not None:
             sampler.close()
-    conn.recv(timeout_s, "the checks after the memory-measured calls")
+    conn.recv_as(Measured, timeout_s, "the checks after the memory-measured calls")
     return max(growths) if len(growths) == calls else None
 
 

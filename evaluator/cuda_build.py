@@ -27,7 +27,12 @@ import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+from evaluator.build_verdict import BuildVerdict
+
+if TYPE_CHECKING:
+    from evaluator.commands import Built
 
 COMPILE_TIMEOUT_S = 300
 LOG_LIMIT_CHARS = 6000
@@ -216,7 +221,7 @@ def include_flags() -> list[str]:
 
 
 # -- the candidate worker's side ------------------------------------------------------------------------------------
-BuildClient = Callable[[dict[str, Any]], tuple[dict[str, Any], list[Any]]]
+BuildClient = Callable[[dict[str, Any]], tuple["Built", list[Any]]]  # spec -> (the driver's answer, blobs)
 
 
 def prebuilt(client: BuildClient | None, mode: str, collecting: bool, cuda_available: bool, name: Any,
@@ -238,18 +243,18 @@ def prebuilt(client: BuildClient | None, mode: str, collecting: bool, cuda_avail
             spec.validate()
         except ValueError as exc:
             raise CompileFailed(f"load_inline cannot build this: {exc}") from None
-    reply, blobs = client(spec.to_json())
-    verdict = reply.get("verdict")
+    built, blobs = client(spec.to_json())
+    verdict = built.verdict
     if collecting:
         return types.SimpleNamespace()  # the import goes on, so that later load_inline calls are recorded too
-    if verdict == "refused":
-        raise CompileFailed(str(reply.get("log") or "the driver refused to build these sources"))
-    if verdict == "compile_error":
-        raise CompileFailed(str(reply.get("log") or "the CUDA sources do not compile"))
-    if verdict == "compiled" and not cuda_available:
+    if verdict == BuildVerdict.REFUSED:
+        raise CompileFailed(built.log or "the driver refused to build these sources")
+    if verdict == BuildVerdict.COMPILE_ERROR:
+        raise CompileFailed(built.log or "the CUDA sources do not compile")
+    if verdict == BuildVerdict.COMPILED and not cuda_available:
         raise NoCudaDevice("the CUDA sources compiled with nvcc (build cache), but there is no CUDA device here to "
                            "run them on")
-    if verdict == "linked" and cuda_available and blobs:
+    if verdict == BuildVerdict.LINKED and cuda_available and blobs:
         return load_extension(spec.name, blobs[0].numpy().tobytes())
     return None
 

@@ -12,6 +12,7 @@ from evaluator.connection import WorkerConnection
 from evaluator.degeneracy import INPUT, SEED, WEIGHTS, Probes, describe_facts, input_key, judge, suspects
 from evaluator.measure import fresh_seed
 from evaluator.task import TaskError
+from evaluator.worker_replies import Ran
 
 
 def probe_task(conn: WorkerConnection, timeout_s: float, seed: int, base: list[Any],
@@ -20,13 +21,13 @@ def probe_task(conn: WorkerConnection, timeout_s: float, seed: int, base: list[A
     left an output unchanged is drawn once more (`degeneracy.suspects`) before it counts."""
     run = Run(variant=0, seed=seed)
 
-    def draw(key: str) -> tuple[dict[str, Any], list[Any]]:
+    def draw(key: str) -> tuple[Ran, list[Any]]:
         if key == SEED:
-            return conn.request(replace(run, seed=fresh_seed()), timeout_s, "running the task on a second seed")
+            return conn.request_as(replace(run, seed=fresh_seed()), Ran, timeout_s, "running the task on a second seed")
         if key == WEIGHTS:
-            return conn.request(replace(run, init_seed=fresh_seed()), timeout_s, "running with other weights")
+            return conn.request_as(replace(run, init_seed=fresh_seed()), Ran, timeout_s, "running with other weights")
         i = int(key.removeprefix(INPUT))
-        return conn.request(replace(run, fresh_input=i, fresh_seed=fresh), timeout_s, f"redrawing input {i}")
+        return conn.request_as(replace(run, fresh_input=i, fresh_seed=fresh), Ran, timeout_s, f"redrawing input {i}")
 
     _, other_seed = draw(SEED)
     by_input, notes, fresh = {}, [], fresh_seed()
@@ -39,13 +40,13 @@ def probe_task(conn: WorkerConnection, timeout_s: float, seed: int, base: list[A
                              "checked")
                 continue
             r, out = draw(input_key(i))
-            if (r.get("probe") or {}).get("input_changed"):
+            if (r.probe or {}).get("input_changed"):
                 by_input[i] = out
             else:
                 notes.append(f"input {i} ({d['dtype']}) is the same for every seed (a constant such as a mask or an "
                              "index); its influence is not checked")
         r, other_weights = draw(WEIGHTS)
-        facts = describe_facts(r.get("probe") or {})
+        facts = describe_facts(dict(r.probe or {}))
         fresh = fresh_seed()  # the inputs' second draws, from a seed of their own
         for key in suspects(Probes(base, other_seed, by_input, other_weights, facts), tolerance):
             again[key] = draw(key)[1]

@@ -10,6 +10,7 @@ from evaluator.commands import Loop
 from evaluator.cpu_energy import RaplMeter
 from evaluator.energy import LOOP_S, EnergyFigure, EnergyMeter, meter_loop
 from evaluator.measure import fresh_seed
+from evaluator.worker_replies import Looped
 
 
 def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
@@ -23,9 +24,9 @@ def energy_of_both(reference: Any, candidate: Any, cfg: Any, kind: str,
 
     def runner(conn: Any) -> Callable[[float], int]:
         def run(seconds: float) -> int:
-            reply, _ = conn.request(Loop(variant=0, seed=fresh_seed(), seconds=seconds),
-                                    cfg.run_timeout_s, "the energy loop")
-            return int(reply.get("calls", 0))
+            reply, _ = conn.request_as(Loop(variant=0, seed=fresh_seed(), seconds=seconds), Looped,
+                                       cfg.run_timeout_s, "the energy loop")
+            return int(reply.calls)
         return run
     return meter_loop(meter, runner(candidate), loop_s), meter_loop(meter, runner(reference), loop_s)
 

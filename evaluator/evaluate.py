@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from evaluator import harness_library, policy, task_size
+from evaluator import worker_replies as replies
 from evaluator.build_cache import BuildCache
 from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_in_triton_interpreter
 from evaluator.build_stage import BuildServer, ask_load, build_mode, load_candidate
@@ -221,7 +222,7 @@ class LocalEvaluator:
                 wrong = recheck_timed(ref, timed.measurement.kept, cfg, loaded.tolerance)
                 suspicious = speedup_of(timed.measurement) > cfg.suspicious_speedup
                 with contextlib.nullcontext() if suspicious else closed_meanwhile(ref):
-                    cand.recv(cfg.run_timeout_s, "the checks after timing")
+                    cand.recv_as(replies.Checked, cfg.run_timeout_s, "the checks after timing")
             if wrong is not None:
                 return EvalResult(Status.INCORRECT, wrong, device=dev, trials=checked.trials)
             confirmed = confirm_speedup(ref, cand, cfg, timed.measurement, lambda what: self._timed(kind, what))
@@ -264,23 +265,23 @@ class LocalEvaluator:
                           torch_share=checked.torch_share)
 
     def _start_reference(self, kind: str, cfg: EvalConfig, task: Task, load: Load,
-                         inputs: DriverInputs | None = None) -> tuple[WorkerConnection, dict[str, Any], TrialRuns]:
+                         inputs: DriverInputs | None = None) -> tuple[WorkerConnection, replies.Ready, TrialRuns]:
         """A reference worker forked and the task loaded in it (its reply); then its first correctness trial is
         asked at once, while the candidate's zygote may still be starting (`TrialRuns`)."""
         ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task, inputs)
         try:
             unsized = kind == "cpu" and task.source not in self._task_sizes
             ref.ask(dataclasses.replace(load, size_task=True) if unsized else load)
-            reply, _ = ref.recv(cfg.compile_timeout_s, "loading the task")
+            reply, _ = ref.recv_as(replies.Ready, cfg.compile_timeout_s, "loading the task")
             if unsized:
                 self._task_sizes[task.source] = tuple(
-                    s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None)
+                    s for s in map(TaskSize.from_wire, reply.sizes or ()) if s is not None)
             if kind == "cpu":  # a task that cannot fit is refused before its first trial draws anything
                 too_big = task_size.refusal(task.label, list(self._task_sizes[task.source]),
                                             task_size.available_bytes(), cfg.memory_limit_bytes)
                 if too_big:
                     raise TaskError(too_big)
-            return ref, reply, ask_first_trial(ref, plan(cfg, int(reply["variants"])))
+            return ref, reply, ask_first_trial(ref, plan(cfg, reply.variants))
         except BaseException:
             ref.close()
             raise
@@ -295,15 +296,15 @@ class LocalEvaluator:
                     torch_glue=not cfg.kernels_only,
                     harness_library=harness_library.library_text())
 
-    def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, reply: dict[str, Any],
+    def _load(self, candidate: Candidate, cfg: EvalConfig, kind: str, load: Load, reply: replies.Ready,
               trial_runs: TrialRuns, cand: WorkerConnection, builds: BuildServer) -> Loaded:
         """The candidate's load (asked already, beside the reference's) answered, its builds by the driver, once the
         reference has loaded the task (`reply`) and been asked its first trial (`trial_runs`)."""
-        n_variants = int(reply["variants"])
+        n_variants = reply.variants
         if n_variants > len(load.init_seeds):  # each worker builds variant v's weights from init_seeds[v]
             raise TaskError(f"{cand.task_label}: {n_variants} shape variants, more than the {len(load.init_seeds)} "
                             "an evaluation seeds")
-        shape = reply.get("interpreter_shape")
+        shape = reply.interpreter_shape
         shape_note = (f"; timed on the task's INTERPRETER_SHAPE ({', '.join(f'{k}={v}' for k, v in shape.items())}), "
                       "since Triton runs in its interpreter on this CPU") if shape else ""
         # The driver's own count of the worker's threads starts at its first answer (`worker_cpu.WorkerThreads`).
@@ -313,7 +314,8 @@ class LocalEvaluator:
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
                        cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True,
                        first_reply=threads.count_first if threads is not None else None)
-        return Loaded(load, n_variants, reply.get("tolerance"), shape_note, trial_runs, threads)
+        return Loaded(load, n_variants, None if reply.tolerance is None else dict(reply.tolerance), shape_note,
+                      trial_runs, threads)
 
     def _time(self, ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, kind: str,
               checked: Checked, threads: WorkerThreads | None = None, inputs: DriverInputs | None = None) -> Timed:
@@ -364,8 +366,8 @@ class LocalEvaluator:
         if not cfg.profile:
             return Profiled({})
         with self._beside(kind, "the profile run"):
-            reply, _ = cand.request(Profile(seed=fresh_seed()), cfg.run_timeout_s, "profiling")
-        metrics = {str(k): float(v) for k, v in (reply.get("profile") or {}).items()}
+            reply, _ = cand.request_as(Profile(seed=fresh_seed()), replies.Profiled, cfg.run_timeout_s, "profiling")
+        metrics = dict(reply.profile)
         if kind != "cuda" and backend == "cpp":
             from evaluator.perf_stat import makes_a_run, profile_with_perf
             # The timed phase for a run under perf only: without a PMU (most VMs) perf is probed and nothing is run.

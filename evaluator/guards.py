@@ -15,13 +15,17 @@ import random
 import sys
 import time
 import types
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from evaluator import audit_hook, kernel_stores, process_tree
+from evaluator.build_verdict import BuildKind, BuildVerdict
 from evaluator.dispatch_table import (TableText, dispatch_dump, dispatch_table, existing_namespaces,
                                       take_primed_dispatch, without_meta)
+
+if TYPE_CHECKING:
+    from evaluator.commands import Built
 
 # The libraries' modules whose names the harness relies on in a worker. The evaluator's own are not listed: every one
 # loaded in the worker when the snapshot is taken is watched (`worker_modules`), so a module that joins the worker is
@@ -79,7 +83,7 @@ class Guards:
         self.baseline_os_threads: int | None = None
         self.spare_threads = 0  # threads beyond the baseline that may stay (parked: the driver judges their CPU)
         # Set by the worker while it imports the candidate: asks the driver for a cached CUDA build (build_stage.py).
-        self.build_client: Callable[..., tuple[dict[str, Any], list[Any]]] | None = None  # (spec, kind="cuda")
+        self.build_client: Callable[..., tuple[Built, list[Any]]] | None = None  # (spec, kind="cuda")
         self.build_mode = "check"  # the driver's: check (compile only) | link (a loadable extension)
         self.collecting = False  # record the builds only (the build stage), returning stubs
         self.refusals: list[str] = []  # what the audit hook and the dispatcher guard refused, first first
@@ -202,16 +206,15 @@ class Guards:
         if self.build_client is None:
             raise NativeBuildError(f"load_c({spec.name!r}) was called after the candidate was imported; in a "
                                    "candidate, call load_c at module level so the evaluator can build it")
-        reply, blobs = self.build_client(spec.to_json(), "native")
-        verdict = reply.get("verdict")
-        if verdict == "built":
+        built, blobs = self.build_client(spec.to_json(), BuildKind.NATIVE)
+        if built.verdict == BuildVerdict.BUILT:
             if self.collecting:
                 return None
             if blobs:
                 return blobs[0].numpy().tobytes()
-        if verdict == "compile_error":
-            raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}): the sources do not compile"))
-        raise NativeBuildError(str(reply.get("log") or f"load_c({spec.name!r}) could not be built ({verdict})"))
+        if built.verdict == BuildVerdict.COMPILE_ERROR:
+            raise NativeBuildError(built.log or f"load_c({spec.name!r}): the sources do not compile")
+        raise NativeBuildError(built.log or f"load_c({spec.name!r}) could not be built ({built.verdict.value})")
 
 
     def launches_since(self, before: dict[str, int]) -> dict[str, int]:

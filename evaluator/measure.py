@@ -26,13 +26,14 @@ import torch
 from evaluator.block_sizes import MIN_BLOCK_CALLS, MIN_BLOCKS
 from evaluator.commands import Batch, Check, Clock, Go, NextCall, Time
 from evaluator.config import EvalConfig
-from evaluator.connection import Refused, WorkerConnection
+from evaluator.connection import WorkerConnection
 from evaluator.contention import Contention, Round, choose, wants_more_rounds
 from evaluator.other_work import Meter, OtherWork
 from evaluator.output_slot import Reservoir
-from evaluator.result import Status, Timing
+from evaluator.result import Timing
 from evaluator.timing import median_standard_error_ms
 from evaluator.trusted_inputs import TrustedInputs
+from evaluator.worker_replies import Armed, Batched, Checked, Rep, Timed
 from evaluator.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
 
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
@@ -176,14 +177,14 @@ class OutputReads:
     read: Callable[[object], list[torch.Tensor]]
     quiet: QuietWindow | None = None
 
-    def after_call(self, seed: int, reply: dict[str, object]) -> None:
+    def after_call(self, seed: int, reply: Rep) -> None:
         index = self.reservoir.pick()
 
         def read() -> None:
             if index is not None:
-                self.reservoir.put(index, seed, self.read(reply.get("outputs")))
+                self.reservoir.put(index, seed, self.read(reply.outputs))
         if self.quiet is not None:
-            self.quiet.around(read, float(reply.get("ms") or 0.0), reading=index is not None)  # type: ignore[arg-type]
+            self.quiet.around(read, reply.ms, reading=index is not None)
         else:
             read()
 
@@ -211,20 +212,17 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: Outp
     walls_ms: list[float] = []
     call_walls_ms: list[float] = []
     while True:
-        armed, _ = conn.recv(cfg.run_timeout_s, "drawing a timed call's inputs")
-        if armed.get("status") != "armed":
-            raise Refused(Status.REJECTED, f"the worker answered {str(armed.get('status'))[:40]!r} where it was to "
-                                           "say that a timed call's inputs were drawn")
+        armed, _ = conn.recv_as(Armed, cfg.run_timeout_s, "drawing a timed call's inputs")
         go = Go() if inputs is None else Go(inputs=tuple(inputs.armed(role, armed, 0, seed, last_ms)))
         go_at = time.perf_counter()
         conn.send(go)
-        reply, _ = conn.recv(cfg.run_timeout_s, "a timed call")
+        reply, _ = conn.recv_as(Rep, cfg.run_timeout_s, "a timed call")
         now = time.perf_counter()
         call_walls_ms.append((now - go_at) * 1e3)
         if previous is not None:
             walls_ms.append((now - previous) * 1e3)
         previous = now
-        last_ms = float(reply["ms"])
+        last_ms = reply.ms
         rec.samples_ms.append(last_ms)
         calls += 1
         if reads is not None:  # before the driver's word: the worker waits for it, and must not run meanwhile
@@ -250,9 +248,9 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: Outp
         if after_call is not None:
             after_call()
         if next_seed is None:
-            final, _ = conn.recv(cfg.run_timeout_s, "finishing its timed calls")
-            rec.saw_kernels({str(k): int(n) for k, n in (final.get("kernels") or {}).items()})
-            rec.left_running_ms.append(float(final.get("left_running_ms") or 0.0))
+            final, _ = conn.recv_as(Timed, cfg.run_timeout_s, "finishing its timed calls")
+            rec.saw_kernels(dict(final.kernels))
+            rec.left_running_ms.append(final.left_running_ms)
             break
         seed = next_seed
     elapsed = time.perf_counter() - start
@@ -383,8 +381,9 @@ def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig)
         for calls in (False, True):
             seeds = [fresh_seed() for _ in range(k)]
             t0 = time.perf_counter()
-            conn.request(Batch(variant=0, seeds=tuple(seeds), calls=calls), cfg.run_timeout_s, "a batch of calls")
+            conn.request_as(Batch(variant=0, seeds=tuple(seeds), calls=calls), Batched, cfg.run_timeout_s,
+                            "a batch of calls")
             walls.append((time.perf_counter() - t0) * 1e3)
         estimates.append(max(walls[1] - walls[0], 0.0) / k)
-    conn.request(Check(), cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
+    conn.request_as(Check(), Checked, cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
     return statistics.median(estimates)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from evaluator.build_verdict import BuildVerdict  # the standard library only
+
 if TYPE_CHECKING:  # torch-free at run time: a driver computes the cache's path before it imports torch
     from evaluator.native_spec import NativeSpec
 
@@ -38,7 +40,7 @@ BUILD_FORMAT = 1
 CACHE_ENV = "OPFORGE_NATIVE_BUILD_CACHE"
 COMPILE_TIMEOUT_S = 120
 LOG_LIMIT_CHARS = 6000
-STORED = ("built", "compile_error")
+STORED = (BuildVerdict.BUILT, BuildVerdict.COMPILE_ERROR)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,7 @@ class CompilerMissing(NativeBuildError):
 class Outcome:
     """One build's outcome: built (with the library's bytes) | compile_error | timeout | unavailable."""
 
-    status: str
+    status: BuildVerdict
     key: str
     log: str = ""
     library: bytes = b""
@@ -214,18 +216,18 @@ class NativeCache:
             if record["key"] != key or record["status"] not in STORED:
                 return None
             data = b""
-            if record["status"] == "built":
+            if record["status"] == BuildVerdict.BUILT:
                 data = (entry / record["library"]).read_bytes()
                 if hashlib.sha256(data).hexdigest() != record["library_sha256"]:
                     return None
-            return Outcome(record["status"], key, record.get("log", ""), data, cached=True)
+            return Outcome(BuildVerdict(record["status"]), key, record.get("log", ""), data, cached=True)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def library_path(self, key: str) -> Path | None:
         """The cached library's path (a local build loads it in place)."""
         record = self.record(key)
-        return self.entry(key) / record["library"] if record and record.get("status") == "built" else None
+        return self.entry(key) / record["library"] if record and record.get("status") == BuildVerdict.BUILT else None
 
     def record(self, key: str) -> dict | None:
         try:
@@ -257,17 +259,17 @@ class NativeCache:
         deadline = time.monotonic() + timeout_s
         with self._lock(key, deadline) as locked:
             if not locked:
-                return Outcome("timeout", key, "another build of the same sources did not finish in time")
+                return Outcome(BuildVerdict.TIMEOUT, key, "another build of the same sources did not finish in time")
             if (hit := self.lookup(key)) is not None:
                 return hit
             with tempfile.TemporaryDirectory(prefix="native-build-") as work:
                 prefix = prefix_for(Path(work)) if prefix_for is not None else ()
                 if prefix is None:
-                    return Outcome("unavailable", key, "the native builder's sandbox does not work here")
+                    return Outcome(BuildVerdict.UNAVAILABLE, key, "the native builder's sandbox does not work here")
                 env = env_for(Path(work)) if env_for is not None else None
                 started = time.time()
                 outcome = build_once(spec, key, Path(work), deadline - time.monotonic(), prefix, env)
-                if outcome.status != "unavailable":
+                if outcome.status != BuildVerdict.UNAVAILABLE:
                     self._note(key, spec, outcome.status, context, started, time.time())
                 if outcome.status in STORED:
                     self._store(key, spec, outcome, context)
@@ -288,7 +290,7 @@ class NativeCache:
         record: dict[str, Any] = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
                   "status": outcome.status, "log": outcome.log, "library": None, "context": context,
                   "build_id": uuid.uuid4().hex}
-        if outcome.status == "built":
+        if outcome.status == BuildVerdict.BUILT:
             record["library"] = f"lib{spec.name}.so"
             record["library_sha256"] = hashlib.sha256(outcome.library).hexdigest()
             (staging / record["library"]).write_bytes(outcome.library)
@@ -307,12 +309,12 @@ def build_once(spec: NativeSpec, key: str, work: Path, timeout_s: float, prefix:
     """One compiler run, its outcome as data."""
     try:
         path = compile_library(spec, work, max(timeout_s, 1.0), prefix, env)
-        return Outcome("built", key, "", path.read_bytes())
+        return Outcome(BuildVerdict.BUILT, key, "", path.read_bytes())
     except NativeBuildError as exc:
         if compiler(spec.language) is None:
-            return Outcome("unavailable", key, str(exc))
-        return Outcome("compile_error", key, str(exc))
+            return Outcome(BuildVerdict.UNAVAILABLE, key, str(exc))
+        return Outcome(BuildVerdict.COMPILE_ERROR, key, str(exc))
     except subprocess.TimeoutExpired:
-        return Outcome("timeout", key, f"load_c({spec.name!r}): the compiler took over {timeout_s:.0f} s")
+        return Outcome(BuildVerdict.TIMEOUT, key, f"load_c({spec.name!r}): the compiler took over {timeout_s:.0f} s")
     except OSError as exc:
-        return Outcome("unavailable", key, f"load_c({spec.name!r}): the compiler could not run ({exc})")
+        return Outcome(BuildVerdict.UNAVAILABLE, key, f"load_c({spec.name!r}): the compiler could not run ({exc})")

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from evaluator import builder, native_symbols
+from evaluator.build_verdict import BuildVerdict
 from evaluator.commands import Built
 from evaluator.native_build import NativeCache, Outcome, build_once, compiler, entry_key, open_cache
 from evaluator.native_spec import NativeSpec
@@ -74,21 +75,21 @@ class NativeServer:
         try:
             spec = NativeSpec.from_json(raw_spec)
         except ValueError as exc:
-            return Built("refused", str(exc)), []
+            return Built(BuildVerdict.REFUSED, str(exc)), []
         if self._cache is False:
             self._cache = open_cache()
         outcome = self._build(spec, timeout_s)
         self.outcomes.append(outcome)
-        if outcome.status == "unavailable":
-            return Built("refused", f"load_c({spec.name!r}) cannot be built here: {outcome.log}"), []
-        if outcome.status == "built":  # on the bytes the worker would load, cached ones too
+        if outcome.status == BuildVerdict.UNAVAILABLE:
+            return Built(BuildVerdict.REFUSED, f"load_c({spec.name!r}) cannot be built here: {outcome.log}"), []
+        if outcome.status == BuildVerdict.BUILT:  # on the bytes the worker would load, cached ones too
             foreign = native_symbols.refusal(outcome.library, spec.name)
             if foreign is not None:
                 self.below_torch = foreign
-                return Built("refused", foreign), []
+                return Built(BuildVerdict.REFUSED, foreign), []
         header = Built(outcome.status, outcome.log, outcome.key, outcome.cached)
         blobs: list[torch.Tensor] = []
-        if outcome.status == "built" and not self.collecting:
+        if outcome.status == BuildVerdict.BUILT and not self.collecting:
             blobs = [torch.frombuffer(bytearray(outcome.library), dtype=torch.uint8)]
         return header, blobs
 
@@ -103,7 +104,8 @@ class NativeServer:
             work = Path(d)
             prefix = prefix_for(work)
             if prefix is None:
-                return Outcome("unavailable", entry_key(spec), "the native builder's sandbox does not work here")
+                return Outcome(BuildVerdict.UNAVAILABLE, entry_key(spec),
+                               "the native builder's sandbox does not work here")
             return build_once(spec, entry_key(spec), work, timeout_s, prefix, builder_env(work))
 
 

@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
+from evaluator.build_verdict import BuildVerdict
 from evaluator.commands import Built
+from evaluator.worker_replies import BuildRequest, parse
 
 Answer = Callable[[Any, float, Any], tuple[Built, list[torch.Tensor]]]  # BuildServer.answer (spec, timeout, kind)
 POLL_S = 0.05
@@ -62,9 +64,11 @@ class FileBuildServer:
                     raw = json.loads(req.read_text()[:1_000_000])
                     if not isinstance(raw, dict):
                         raise ValueError("not a JSON object")
-                    built, blobs = self.answer(raw.get("spec"), self.timeout_s, raw.get("kind"))
+                    request = parse({**raw, "status": BuildRequest.STATUS})  # MalformedReply: a ValueError
+                    assert isinstance(request, BuildRequest)
+                    built, blobs = self.answer(request.spec, self.timeout_s, request.kind)
                 except (OSError, ValueError) as exc:
-                    built, blobs = Built("refused", f"unreadable build request: {exc}"), []
+                    built, blobs = Built(BuildVerdict.REFUSED, f"unreadable build request: {exc}"), []
                 if blobs:
                     _write_atomic(self.dir / f"{n}.so", blobs[0].numpy().tobytes())
                 _write_atomic(self.dir / f"{n}.rep.json", json.dumps({**built.to_wire(), "blobs": len(blobs)}).encode())
@@ -83,7 +87,7 @@ class FileChannel:
 
     def send(self, header: dict[str, Any], tensors: Any = None) -> None:
         self.last = header
-        if header.get("status") == "build":
+        if header.get("status") == BuildRequest.STATUS:
             self._n += 1
             request = {"spec": header.get("spec"), "kind": header.get("kind")}  # kind: cuda, native (load_c), cpu_extension
             _write_atomic(self.dir / f"{self._n}.req.json", json.dumps(request).encode())
@@ -93,7 +97,7 @@ class FileChannel:
         deadline = time.monotonic() + self.timeout_s
         while not rep.exists():
             if time.monotonic() > deadline:
-                return Built("skipped").to_wire(), []
+                return Built(BuildVerdict.SKIPPED).to_wire(), []
             time.sleep(POLL_S)
         header = json.loads(rep.read_text())
         blobs = []

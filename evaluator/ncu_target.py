@@ -49,7 +49,9 @@ def main() -> None:
     from evaluator.hardening import Limits, assert_fork_safe, harden
     from evaluator.ncu import NVTX_RANGE
     from evaluator.ncu_builds import FileChannel
+    from evaluator.result import Status
     from evaluator.worker import CANDIDATE_MODULE, Worker
+    from evaluator.worker_replies import Failed, MalformedReply, Ready, TaskFailed, parse, status_of
 
     import torch._dynamo  # noqa: F401 - it rewraps torch.manual_seed when imported: before any guard, as in a zygote
     assert_fork_safe()
@@ -62,9 +64,15 @@ def main() -> None:
     worker.cmd_load(Load(task_source=job["task_source"], task_name=job["task_name"], device=device,
                          init_seeds=(int(job["init_seed"]),) * 64,  # one per shape variant, as the driver sends
                          candidate_source=job["candidate_source"], builds=True, build_mode="link"))
-    if channel.last.get("status") != "ready":
-        print(f"opforge-ncu-target: {channel.last.get('status')}: {channel.last.get('reason')}", file=sys.stderr)
-        raise SystemExit(3 if channel.last.get("status") == "rejected" else 1)
+    try:
+        last = parse(json.loads(json.dumps(channel.last)))  # as a driver's channel would have read it
+    except (MalformedReply, TypeError) as exc:
+        print(f"opforge-ncu-target: a malformed reply: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None
+    if not isinstance(last, Ready):
+        reason = last.reason if isinstance(last, (Failed, TaskFailed)) else ""
+        print(f"opforge-ncu-target: {status_of(last)}: {reason}", file=sys.stderr)
+        raise SystemExit(3 if isinstance(last, Failed) and last.status == Status.REJECTED else 1)
     model = worker._model(0)
     assert worker.rt is not None and worker.timer is not None
     timer = worker.timer

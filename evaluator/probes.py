@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import replace
-from typing import Any
 
 import torch
 
@@ -23,6 +22,7 @@ from evaluator.connection import WorkerConnection
 from evaluator.harness_library import native_compare
 from evaluator.native_compare import NativeCompare
 from evaluator.task_runtime import LARGE_SCALES, NORMAL_SCALE
+from evaluator.worker_replies import Ran
 
 # Each probe's scale is drawn afresh per trial from a continuous range around its nominal value (a factor of
 # SCALE_SPREAD either way, log-uniform): a kernel that recognised one fixed draw (the x4 normal, the 1e5 magnitude)
@@ -69,8 +69,8 @@ def first_sent(run: Run, side: str | None = None) -> Run:
 
 
 def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool,
-                       first: tuple[dict[str, Any], list[torch.Tensor]] | None = None,
-                       ) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
+                       first: tuple[Ran, list[torch.Tensor]] | None = None,
+                       ) -> tuple[Run, Ran, list[torch.Tensor]] | None:
     """(the run as sent, the reference's reply, its outputs), or None when the probe leaves the reference's domain
     at every magnitude planned for it. `first`: the reply to `first_sent(run)`, read already by the caller."""
     dist = run.distribution
@@ -81,7 +81,7 @@ def expected_in_domain(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_fi
         if k == 0 and first is not None:
             reply, expected = first
         else:
-            reply, expected = ref.request(sent, cfg.run_timeout_s, "computing expected outputs")
+            reply, expected = ref.request_as(sent, Ran, cfg.run_timeout_s, "computing expected outputs")
         if dist == "task" or not task_finite or all_finite(expected):
             return sent, reply, expected
     return None

@@ -141,7 +141,7 @@ class Zygote:
             return
         self._starting = False
         line = self._readline(timeout_s=120)
-        if not line.get("ready"):
+        if line.get("ready") is not True:
             raise SandboxError("the evaluation zygote did not start")
 
     def _readline(self, timeout_s: float) -> dict:
@@ -157,7 +157,13 @@ class Zygote:
                 err = self._proc.stderr.read()[-2000:]
             self._stop()
             raise SandboxError(f"the evaluation zygote stopped answering {err.decode(errors='replace')}".strip())
-        return json.loads(raw)
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            line = None
+        if not isinstance(line, dict):
+            raise SandboxError(f"the evaluation zygote answered something that is not a JSON object: {raw[:80]!r}")
+        return line
 
     def launch(self) -> None:
         """Start the zygote's process if it is not running, without waiting for it to be ready (it imports torch
@@ -192,10 +198,16 @@ class Zygote:
             finally:
                 theirs.close()
                 os.close(log_w)
+        pid = reply.get("pid")
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+            ours.close()
+            os.close(log_r)
+            outputs.close()
+            raise SandboxError(f"the evaluation zygote answered a request for a worker with {str(reply)[:80]}")
         log = bytearray()
         reader = threading.Thread(target=_drain, args=(log_r, log), daemon=True)
         reader.start()
-        return WorkerHandle(sock=ours, pid=int(reply["pid"]), log=log, _reader=reader, outputs=outputs)
+        return WorkerHandle(sock=ours, pid=pid, log=log, _reader=reader, outputs=outputs)
 
     @property
     def host_pid(self) -> int | None:

@@ -17,6 +17,7 @@ from evaluator.device import resolve_device
 from evaluator.measure import fresh_seed
 from evaluator.task import Task, TaskError
 from evaluator.task_size import HELD_COPIES, TaskSize, available_bytes, refusal
+from evaluator.worker_replies import Ran, Ready
 
 META_NOTE = "shapes only: the degenerate-task checks need real values (run without --meta; the CPU by default)"
 
@@ -71,30 +72,31 @@ def _check(connect: Connect, task: Task, device: str, timeout_s: float, probe: b
     kind = device if device == "meta" else resolve_device(device)
     conn = connect("cpu" if kind == "meta" else kind, "reference", secrets.token_hex(16), EvalConfig(), task)
     try:
-        reply, _ = conn.request(Load(task_source=task.source, task_name=task.name, device=kind,
-                                     init_seeds=(fresh_seed(),) * 64, interpreter_shape=interpreter_shape,
-                                     size_task=True),
-                                timeout_s, "loading")
-        n = int(reply["variants"])
-        sizes = tuple(s for s in map(TaskSize.from_wire, reply.get("sizes") or []) if s is not None)
+        reply, _ = conn.request_as(Load(task_source=task.source, task_name=task.name, device=kind,
+                                        init_seeds=(fresh_seed(),) * 64, interpreter_shape=interpreter_shape,
+                                        size_task=True),
+                                   Ready, timeout_s, "loading")
+        n = reply.variants
+        sizes = tuple(s for s in map(TaskSize.from_wire, reply.sizes or ()) if s is not None)
         if kind == "cpu":  # at its size, before any variant is drawn (task_size.py)
             too_big = refusal(task.label, list(sizes), available_bytes(), EvalConfig().memory_limit_bytes)
             if too_big:
                 raise TaskError(too_big)
-        inputs, outputs, ops = [], [], set()
+        inputs, outputs, ops = [], [], set[str]()
         base_seed, base = fresh_seed(), list[Any]()
         for v in range(n):
-            r, got = conn.request(Run(variant=v, seed=base_seed if v == 0 else fresh_seed(), trace=v == 0,
-                                      describe_inputs=True), timeout_s, f"running shape variant {v}")
-            inputs.append(tuple(r.get("inputs", ())))
-            outputs.append(tuple(r["outputs"]))
-            ops.update(r.get("ops", []))
+            r, got = conn.request_as(Run(variant=v, seed=base_seed if v == 0 else fresh_seed(), trace=v == 0,
+                                         describe_inputs=True), Ran, timeout_s, f"running shape variant {v}")
+            inputs.append(tuple(dict(d) for d in r.inputs or ()))
+            outputs.append(tuple(dict(d) for d in r.outputs))
+            ops.update(r.ops)
             base = got if v == 0 else base
-        variants = tuple(dict(v) for v in reply.get("variant_overrides", [{}] * n))
+        variants = tuple(dict(v) for v in (reply.variant_overrides or ({},) * n))
         report = TaskReport(variants, tuple(inputs), tuple(outputs), tuple(sorted(ops)), kind, sizes=sizes)
         if not probe or kind == "meta":
             return report
-        findings, notes = probe_task(conn, timeout_s, base_seed, base, inputs[0], reply.get("tolerance"))
+        findings, notes = probe_task(conn, timeout_s, base_seed, base, inputs[0],
+                                     None if reply.tolerance is None else dict(reply.tolerance))
         return dataclasses.replace(report, degenerate=tuple(findings), notes=tuple(notes), degenerate_checked=True)
     except Refused as exc:
         raise TaskError(f"{task.label}: {exc.reason}") from None

@@ -21,10 +21,9 @@ at the output's scale, and every output byte a kernel's (under the interpreter).
 
 from __future__ import annotations
 
-from typing import Any
-
 from evaluator.connection import Refused
 from evaluator.result import Status
+from evaluator.worker_replies import Ran
 
 GLUE_SHARE = 0.5  # PyTorch's compute may read at most this share of what the reference's reads
 RULE_GLUE = "kernels-do-the-work"   # the default: PyTorch glue and a small share of compute allowed
@@ -36,23 +35,22 @@ def rule_name(allow_torch: bool, kernels_only: bool) -> str:
     return RULE_ANY if allow_torch else RULE_STRICT if kernels_only else RULE_GLUE
 
 
-def torch_share(got_reply: dict[str, Any], expected_reply: dict[str, Any]) -> float | None:
+def torch_share(got_reply: Ran, expected_reply: Ran) -> float | None:
     """PyTorch's compute in the candidate's call as a share of the reference's (None: neither side reported)."""
-    cand = got_reply.get("torch_work")
+    cand = got_reply.torch_work
     if cand is None:
         return None
-    ref = int(expected_reply.get("torch_work") or 0)
-    cand = int(cand)
+    ref = expected_reply.torch_work or 0
     if cand == 0:
         return 0.0
     return cand / ref if ref > 0 else float("inf")
 
 
-def refuse_torch_share(trial: int, share: float | None, got_reply: dict[str, Any]) -> None:
+def refuse_torch_share(trial: int, share: float | None, got_reply: Ran) -> None:
     """Refuses a call whose PyTorch compute read more than `GLUE_SHARE` of the reference's."""
     if share is None or share <= GLUE_SHARE:
         return
-    ops = [str(o) for o in got_reply.get("torch_ops") or ()]
+    ops = list(got_reply.torch_ops or ())
     named = ", ".join(ops[:4]) + (", ..." if len(ops) > 4 else "")
     amount = "more than the reference computes at all" if share == float("inf") else f"{share:.0%} of what the reference's read"
     raise Refused(Status.REJECTED, f"in trial {trial + 1} the candidate's PyTorch operators ({named}) read {amount}: "

@@ -21,14 +21,16 @@ from evaluator.config import EvalConfig
 from evaluator.connection import Refused, WorkerConnection
 from evaluator.correctness import Comparison, compare
 from evaluator.energy import EnergyFigure
-from evaluator.exact_reference import NO_EXACT, judge, no_exact, retriable
+from evaluator.exact_reference import judge, no_exact, retriable
 from evaluator.gpu_memory import steady_peak
 from evaluator.input_file import DriverInputs
 from evaluator.measure import Measurement, fresh_seed
 from evaluator.probes import all_finite, expected_in_domain, first_sent
 from evaluator.result import Status
+from evaluator.task import TaskError
 from evaluator.torch_rule import refuse_torch_share, torch_share
 from evaluator.worker_cpu import WorkerThreads
+from evaluator.worker_replies import NoExact, Ran, status_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,7 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
     notes: set[str] = set()  # facts the worker reports for the verdict (autotune under the interpreter)
     task_finite = True  # whether the task's own inputs gave a finite reference (probes must stay so)
     torch_shares: list[float] = []  # PyTorch's compute as a share of the reference's, per trial (torch_rule.py)
-    stashed: list[tuple[dict[str, Any], list[torch.Tensor]]] = []  # the run ahead's reply, read before an exact one
+    stashed: list[tuple[Ran, list[torch.Tensor]]] = []  # the run ahead's reply, read before an exact one
 
     def checked(failure: str | None = None) -> Checked:
         peak, ref_peak = steady_peak(peaks)
@@ -129,20 +131,20 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
         if trial.distribution != "task":
             primed = run if trial.probe is None else replace(primed, scale=run.scale)
             cand.ask(primed)
-        got_reply, got = cand.recv(timeout_s, doing)
+        got_reply, got = cand.recv_as(Ran, timeout_s, doing)
         if i == 0:
             task_finite = all_finite(expected)
-        notes.update(str(n) for n in got_reply.get("notes") or ())
+        notes.update(got_reply.notes)
         if not cfg.allow_torch:
-            refuse_pytorch_only(i, int(got_reply.get("launches", 0)), set(expected_reply.get("ops", [])))
+            refuse_pytorch_only(i, got_reply.launches, set(expected_reply.ops))
             share = torch_share(got_reply, expected_reply)
             if share is not None:
                 record["torch_share"] = share
                 refuse_torch_share(i, share, got_reply)
                 torch_shares.append(share)
         if trial == Trial(0, "task"):
-            peaks.append((got_reply.get("peak_memory_bytes"), expected_reply.get("peak_memory_bytes")))
-            kernels = {str(k): int(n) for k, n in (got_reply.get("kernels") or {}).items()}
+            peaks.append((got_reply.peak_memory_bytes, expected_reply.peak_memory_bytes))
+            kernels = dict(got_reply.kernels)
             fewest = kernels if fewest is None else {k: min(n, kernels.get(k, 0)) for k, n in fewest.items()}
         verdict = compare(expected, got, tolerance, scaled_atol=trial.distribution == "large")
         if retriable(verdict):
@@ -162,13 +164,13 @@ def run_trials(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConfig, t
 
 
 def _resolve_expected(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_finite: bool, ahead: Run | None,
-                      stashed: list[tuple[dict[str, Any], list[torch.Tensor]]] | None = None,
-                      ) -> tuple[Run, dict[str, Any], list[torch.Tensor]] | None:
+                      stashed: list[tuple[Ran, list[torch.Tensor]]] | None = None,
+                      ) -> tuple[Run, Ran, list[torch.Tensor]] | None:
     """The reference's outputs for `run` (asked already), redrawn smaller where a probe leaves its domain
     (`probes.expected_in_domain`); then the next trial's run is asked at once, so that the reference computes it
     while the candidate computes this one and the driver compares. The reference's requests keep their order, and a
     trial is still judged before any later one: a failure ends the trials with the run ahead unread."""
-    reply, expected = stashed.pop(0) if stashed else ref.recv(cfg.run_timeout_s, "computing expected outputs")
+    reply, expected = stashed.pop(0) if stashed else ref.recv_as(Ran, cfg.run_timeout_s, "computing expected outputs")
     resolved = expected_in_domain(ref, run, cfg, task_finite, (reply, expected))
     if ahead is not None:
         ref.ask(ahead)
@@ -177,15 +179,18 @@ def _resolve_expected(ref: WorkerConnection, run: Run, cfg: EvalConfig, task_fin
 
 def against_exact(ref: WorkerConnection, run: Run, cfg: EvalConfig, expected: list[torch.Tensor],
                   got: list[torch.Tensor], tolerance: dict[str, float] | None, scaled_atol: bool, plain: Comparison,
-                  stashed: list[tuple[dict[str, Any], list[torch.Tensor]]] | None) -> Comparison:
+                  stashed: list[tuple[Ran, list[torch.Tensor]]] | None) -> Comparison:
     """A failed comparison judged again against the float64 reference (`exact_reference.py`). `stashed`: where
     the reference has the next trial's run asked already, its reply is read first and kept there."""
     ref.ask(replace(run, exact=True, trace=False, prime_seed=None, reuse_tensors=False))
     if stashed is not None:
-        stashed.append(ref.recv(cfg.run_timeout_s, "computing expected outputs"))
+        stashed.append(ref.recv_as(Ran, cfg.run_timeout_s, "computing expected outputs"))
     reply, exact = ref.recv(cfg.run_timeout_s, "computing the float64 reference")
-    if reply.get("status") == NO_EXACT:
-        return no_exact(plain, str(reply.get("reason") or "no reason given"))
+    if isinstance(reply, NoExact):
+        return no_exact(plain, reply.reason or "no reason given")
+    if not isinstance(reply, Ran):
+        raise TaskError(f"{ref.task_label}: the reference answered {status_of(reply)!r} where it was to compute "
+                        "the float64 reference")
     return judge(expected, got, exact, tolerance, scaled_atol, plain)
 
 
@@ -198,12 +203,12 @@ def recheck_timed(ref: WorkerConnection, kept: list[tuple[int, list[torch.Tensor
         ref.ask(Run(variant=0, seed=seed))
     replies = len(kept)
     for index, (seed, got) in enumerate(kept):
-        _, expected = ref.recv(cfg.run_timeout_s, "recomputing a timed call")
+        _, expected = ref.recv_as(Ran, cfg.run_timeout_s, "recomputing a timed call")
         replies -= 1
         verdict = compare(expected, got, tolerance)
         if retriable(verdict):
             while replies:  # the recomputes still on their way, read before the float64 one
-                ref.recv(cfg.run_timeout_s, "recomputing a timed call")
+                ref.recv_as(Ran, cfg.run_timeout_s, "recomputing a timed call")
                 replies -= 1
             rest = kept[index + 1:]
             verdict = against_exact(ref, Run(variant=0, seed=seed), cfg, expected, got, tolerance, False, verdict,

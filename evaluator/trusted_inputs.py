@@ -19,6 +19,7 @@ from evaluator.connection import Refused, WorkerConnection
 from evaluator.input_file import DriverInputs
 from evaluator.result import Status
 from evaluator.wire import ProtocolError
+from evaluator.worker_replies import Armed, Drawn
 
 DRAWING_WHAT = ("the candidate's process worked while the reference's worker drew its next timed call's inputs and "
                 "the driver flushed them (before the call's `go`: work on inputs it had not been given yet)")
@@ -39,21 +40,21 @@ class TrustedInputs:
 
     def available(self, variant: int, seed: int) -> bool:
         """Whether the file can carry this task's inputs (asked once, before timing: a draw of `seed`)."""
-        reply, _ = self.reference.request(Draw(variant=variant, seed=seed), self.timeout_s,
-                                          "drawing a timed call's inputs")
-        return reply.get("inputs") is not None
+        reply, _ = self.reference.request_as(Draw(variant=variant, seed=seed), Drawn, self.timeout_s,
+                                             "drawing a timed call's inputs")
+        return reply.inputs is not None
 
-    def armed(self, role: str, armed: dict[str, Any], variant: int, seed: int, last_call_ms: float) -> list[Any]:
+    def armed(self, role: str, armed: Armed, variant: int, seed: int, last_call_ms: float) -> list[Any]:
         """The layout for the `go` of a call whose worker said `armed` (the reference's carries its own draw)."""
         if role == "reference":
-            raw = armed.get("inputs")
+            raw = armed.inputs
         else:
             got: dict[str, Any] = {}
 
             def draw() -> None:
-                reply, _ = self.reference.request(Draw(variant=variant, seed=seed), self.timeout_s,
-                                                  "drawing the candidate's timed call's inputs")
-                got["raw"] = reply.get("inputs")
+                reply, _ = self.reference.request_as(Draw(variant=variant, seed=seed), Drawn, self.timeout_s,
+                                                     "drawing the candidate's timed call's inputs")
+                got["raw"] = reply.inputs
                 self._flush(got["raw"])
             if self.quiet is not None:
                 self.quiet.around(draw, last_call_ms)

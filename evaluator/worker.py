@@ -18,7 +18,8 @@ from evaluator import (call_watch, exact_reference, harness_library, interpreter
                        timed_calls, timing, torch_profile)
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
 from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
-from evaluator.commands import Batch, Check, Clock, Draw, Exit, Load, Loop, MemoryCalls, Profile, Run, Time, parse
+from evaluator.commands import (Batch, Built, Check, Clock, Draw, Exit, Load, Loop, MemoryCalls, Profile, Run, Time,
+                                parse, parse_as)
 from evaluator.dynamo_absent import mark
 from evaluator.guards import Guards
 from evaluator.observer import CallObserver
@@ -161,11 +162,12 @@ class Worker:
         # this and what it counts at the worker's first answer (`worker_cpu.WorkerThreads`).
         self.send({"status": "ready", "variants": len(self.rt.variants), "threads": self.guards.baseline_os_threads})
 
-    def _request_build(self, spec: dict[str, Any], kind: str = "cuda") -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def _request_build(self, spec: dict[str, Any], kind: str = "cuda") -> tuple[Built, list[torch.Tensor]]:
         """One load_inline or load_c (`kind` native) call's build, asked of the driver; the reply is its verdict
         (and the library's bytes)."""
         self.send({"status": "build", "spec": spec, "kind": kind, "threads": self.guards.baseline_os_threads})
-        return self.recv()
+        header, blobs = self.recv()
+        return parse_as(header, Built, "the driver's answer to a build request"), blobs
 
     def cmd_run(self, cmd: Run) -> None:
         """One correctness call: fresh inputs from the seed, outputs back, and what was seen during the call."""

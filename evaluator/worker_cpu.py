@@ -32,11 +32,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
 from evaluator.connection import Refused
 from evaluator.other_work import _children, _process_cpu_s
 from evaluator.result import Status
+from evaluator.worker_replies import BuildRequest, Ready, Reply
 
 
 def _inner_pid(pid: int) -> int | None:
@@ -162,7 +162,7 @@ class WorkerThreads:
         self.waited_s = 0.0  # the time between reads that followed a wait
         self.waited_ns: dict[int, int] = {}  # per thread but the main one, its CPU then
 
-    def count_first(self, reply: dict[str, Any] | None = None) -> None:
+    def count_first(self, reply: Reply | None = None) -> None:
         """The first count, at the worker's first answer to its load (`reply`): the lower of the driver's count then
         and the one the worker's answer reports from its snapshot, taken before the candidate's import (threads that
         Python code started during the import, through `torch.jit.fork` or the `threading` that `torch.cuda`
@@ -171,8 +171,8 @@ class WorkerThreads:
             return
         threads = self.process.thread_cpu_ns()
         self.first = len(threads) if threads is not None else None
-        reported = (reply or {}).get("threads")
-        if self.first is not None and isinstance(reported, int) and 0 < reported < self.first:
+        reported = reply.threads if isinstance(reply, (Ready, BuildRequest)) else None
+        if self.first is not None and reported is not None and 0 < reported < self.first:
             self.first = reported
 
     def refuse_more(self) -> None:

@@ -254,8 +254,9 @@ class _ClockConn:
     def __init__(self, rate: float) -> None:
         self.rate, self.start = rate, timing.now_ms()
 
-    def request(self, cmd, timeout_s, what):  # noqa: ANN001, ANN201
-        return {"status": "clock", "now_ms": (timing.now_ms() - self.start) * self.rate}, []
+    def request_as(self, cmd, kind, timeout_s, what):  # noqa: ANN001, ANN201
+        from evaluator.worker_replies import parse
+        return parse({"status": "clock", "now_ms": (timing.now_ms() - self.start) * self.rate}), []
 
 
 def test_a_worker_clock_that_stands_still_while_the_reference_is_timed_is_refused():

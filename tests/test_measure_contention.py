@@ -19,6 +19,7 @@ from evaluator.commands import Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.contention import CONTENDED_CORES, Round, choose, wants_more_rounds
 from evaluator.other_work import OtherWork, machine_busy_s, own_cpu_s
+from evaluator.worker_replies import parse
 
 Q, C = 0.0, 1.0  # a quiet round, a round in which another process held a core
 
@@ -66,8 +67,10 @@ class Worker:
         """The driver's read of a call's outputs from the shared file: none here (nothing runs)."""
         return []
 
-    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
-        return self.pending.pop(0), []
+    def recv_as(self, kind: type[Any], timeout_s: float, doing: str) -> tuple[Any, list[Any]]:
+        reply = parse(self.pending.pop(0))  # as the driver's connection reads a worker's header
+        assert isinstance(reply, kind)
+        return reply, []
 
 
 def _measure(script: list[float], seed: int = 0) -> tuple[measure.Measurement, Machine]:

@@ -17,6 +17,7 @@ from evaluator.connection import Refused
 from evaluator.config import EvalConfig
 from evaluator.measure import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
 from evaluator.result import EvalResult, Status, Timing, median_standard_error_ms
+from evaluator.worker_replies import parse
 
 
 class Quiet:
@@ -59,8 +60,10 @@ class FakeWorker:
         """The driver's read of a call's outputs from the shared file: none here (nothing runs)."""
         return []
 
-    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
-        return self.pending.pop(0), []
+    def recv_as(self, kind: type[Any], timeout_s: float, doing: str) -> tuple[Any, list[Any]]:
+        reply = parse(self.pending.pop(0))  # as the driver's connection reads a worker's header
+        assert isinstance(reply, kind)
+        return reply, []
 
 
 def test_a_side_of_microsecond_calls_settles_on_the_precision_floor_not_on_its_time_cap():
@@ -331,10 +334,12 @@ class ClockedWorker(FakeWorker):
         super().__init__(median_ms, 0.02, seed)
         self.rate, self.start_ms, self.reads = rate, time.perf_counter() * 1e3, 0
 
-    def request(self, cmd: Any, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[Any]]:
+    def request_as(self, cmd: Any, kind: type[Any], timeout_s: float, doing: str) -> tuple[Any, list[Any]]:
         assert isinstance(cmd, Clock)
         self.reads += 1
-        return {"status": "clock", "now_ms": (time.perf_counter() * 1e3 - self.start_ms) * self.rate}, []
+        reply = parse({"status": "clock", "now_ms": (time.perf_counter() * 1e3 - self.start_ms) * self.rate})
+        assert isinstance(reply, kind)
+        return reply, []
 
 
 class SlowWorker(FakeWorker):

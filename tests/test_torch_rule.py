@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from evaluator.connection import Refused
 from evaluator.observer import CallObserver
 from evaluator.torch_rule import GLUE_SHARE, RULE_ANY, RULE_GLUE, RULE_STRICT, refuse_torch_share, rule_name, torch_share
+from evaluator.worker_replies import Ran
 from opforge.reports.leaderboard import bench_torch_rule
 
 
@@ -26,7 +27,7 @@ def _reads(call) -> int:
 
 
 def _share(candidate, reference) -> float | None:
-    return torch_share({"torch_work": _reads(candidate)}, {"torch_work": _reads(reference)})
+    return torch_share(Ran(torch_work=_reads(candidate)), Ran(torch_work=_reads(reference)))
 
 
 X, Y = torch.randn(64, 256), torch.randn(64, 256)
@@ -48,7 +49,7 @@ def test_the_reference_under_another_name_is_refused():
     share = _share(lambda: torch.clamp_min(X, 0.0), lambda: torch.relu(X))
     assert share is not None and share > GLUE_SHARE
     with pytest.raises(Refused, match="read 100% of what the reference's read"):
-        refuse_torch_share(0, share, {"torch_ops": ["aten::clamp_min"]})
+        refuse_torch_share(0, share, Ran(torch_ops=("aten::clamp_min",)))
 
 
 def test_the_reference_spread_over_small_calls_adds_up():
@@ -70,17 +71,17 @@ def test_operators_called_from_inside_another_count_once():
 
 
 def test_compute_where_the_reference_computes_nothing_is_refused():
-    share = torch_share({"torch_work": 10}, {"torch_work": 0})
+    share = torch_share(Ran(torch_work=10), Ran(torch_work=0))
     assert share == float("inf")
     with pytest.raises(Refused, match="more than the reference computes at all"):
-        refuse_torch_share(2, share, {"torch_ops": ["aten::add"]})
+        refuse_torch_share(2, share, Ran(torch_ops=("aten::add",)))
 
 
 def test_no_pytorch_compute_has_no_share_and_an_unmeasured_call_none():
-    assert torch_share({"torch_work": 0}, {"torch_work": 100}) == 0.0
-    assert torch_share({}, {"torch_work": 100}) is None
-    refuse_torch_share(0, None, {})
-    refuse_torch_share(0, GLUE_SHARE, {})  # the bound itself is accepted
+    assert torch_share(Ran(torch_work=0), Ran(torch_work=100)) == 0.0
+    assert torch_share(Ran(), Ran(torch_work=100)) is None
+    refuse_torch_share(0, None, Ran())
+    refuse_torch_share(0, GLUE_SHARE, Ran())  # the bound itself is accepted
 
 
 def test_rule_names_and_the_leaderboards_rule_of_a_stored_bench():

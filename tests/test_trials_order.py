@@ -12,6 +12,7 @@ import torch
 from evaluator.commands import Run
 from evaluator.config import EvalConfig
 from evaluator.trials import plan, run_trials
+from evaluator.worker_replies import Ran
 
 
 def _outputs(cmd: Run) -> list[torch.Tensor]:
@@ -32,15 +33,19 @@ class FakeWorker:
         self.events.append((self.role, "ask", cmd))
         self.pending.append(cmd)
 
-    def recv(self, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def recv(self, timeout_s: float, doing: str) -> tuple[Ran, list[torch.Tensor]]:
         cmd = self.pending.popleft()
         self.events.append((self.role, "recv", cmd))
-        reply = {"ops": ["softmax"]} if self.role == "reference" else {"launches": 1, "kernels": {"cpp:k": 1}}
+        reply = Ran(ops=("softmax",)) if self.role == "reference" else Ran(launches=1, kernels={"cpp:k": 1})
         return reply, self.answer(cmd)
 
-    def request(self, cmd: Run, timeout_s: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        self.ask(cmd)
+    def recv_as(self, kind: type[Any], timeout_s: float, doing: str) -> tuple[Ran, list[torch.Tensor]]:
+        assert kind is Ran
         return self.recv(timeout_s, doing)
+
+    def request_as(self, cmd: Run, kind: type[Any], timeout_s: float, doing: str) -> tuple[Ran, list[torch.Tensor]]:
+        self.ask(cmd)
+        return self.recv_as(kind, timeout_s, doing)
 
 
 def _run(candidate_answer: Callable[[Run], list[torch.Tensor]] = _outputs, variants: int = 2):

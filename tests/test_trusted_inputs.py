@@ -106,17 +106,19 @@ class _Reference:
         self.writer, self.cpu, self.busy_ns = InputWriter(fd), cpu, busy_ns
         self.asked: list[object] = []
 
-    def request(self, cmd, timeout_s, doing):
+    def request_as(self, cmd, kind, timeout_s, doing):
+        from evaluator.worker_replies import parse
         self.asked.append(cmd)
         self.cpu[0] += self.busy_ns  # what the candidate's process ran meanwhile, by the kernel's accounting
         g = torch.Generator().manual_seed(cmd.seed)
-        return {"status": "drawn", "inputs": self.writer.write([torch.randn(64, generator=g)]).to_wire()}, []
+        return parse({"status": "drawn", "inputs": self.writer.write([torch.randn(64, generator=g)]).to_wire()}), []
 
 
 @pytest.mark.parametrize("busy_ns, refused", [(0, False), (20_000, False), (5_000_000, True)])
 def test_the_candidate_working_while_its_inputs_are_drawn_is_refused_and_waiting_is_not(busy_ns, refused):
     from evaluator.connection import Refused
     from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
+    from evaluator.worker_replies import Armed
     driver = DriverInputs(flush_lines=None)
     flushed: list[int] = []
     driver.flush_lines = lambda views: flushed.append(len(views))
@@ -128,7 +130,7 @@ def test_the_candidate_working_while_its_inputs_are_drawn_is_refused_and_waiting
                             quiet=quiet_while_drawing(lambda: cpu[0]))
     try:
         for seed in range(1, 8):
-            layout = trusted.armed("candidate", {"status": "armed"}, 0, seed, last_call_ms=1.0)
+            layout = trusted.armed("candidate", Armed(), 0, seed, last_call_ms=1.0)
             [x] = reader.inputs(layout)
             assert torch.equal(x, torch.randn(64, generator=torch.Generator().manual_seed(seed)))
         assert len(reference.asked) == 7 and flushed == [1] * 7  # every call's inputs drawn by the reference, flushed

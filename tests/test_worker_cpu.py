@@ -16,6 +16,7 @@ from evaluator.connection import Refused
 from evaluator.clock_checks import IdleCandidate
 from evaluator.measure import SideRecord
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads, host_pid
+from evaluator.worker_replies import BuildRequest, Ready
 
 
 def test_a_descendant_is_found_by_its_own_pid_and_its_cpu_read_from_the_kernel():
@@ -123,12 +124,12 @@ def test_the_first_count_is_the_lower_of_the_drivers_and_the_snapshots():
     beyond the count of the worker's snapshot, taken before the import."""
 
     started_at_import = WorkerThreads(Counts([5, 5]), spare=1)
-    started_at_import.count_first({"status": "build", "threads": 3})
+    started_at_import.count_first(BuildRequest(spec={}, threads=3))
     with pytest.raises(Refused, match="2 more OS thread.*where 1 may stay parked"):
         started_at_import.refuse_more()
-    for reported in (None, 0, 7, "3"):  # none, nonsense, or more than the driver counts: the driver's count holds
-        watch = WorkerThreads(Counts([5, 5]))
-        watch.count_first({"status": "ready", "threads": reported})
+    for reported in (None, 0, 7):  # none, nonsense, or more than the driver counts: the driver's count holds
+        watch = WorkerThreads(Counts([5, 5]))  # (a count that is not an int is refused by the parse)
+        watch.count_first(Ready(variants=1, threads=reported))
         watch.refuse_more()
 
 
