@@ -1,8 +1,8 @@
 """Native CPU kernels in an exported package: the package carries its own copy of `load_c`'s local build path.
 
 A `cpp` kernel module calls `load_c` (`evaluator.native`), which an installed package cannot import: the export
-vendors the three modules of that path (the prototype parser and flag allow-list, the cached local build, the ctypes
-binding) as `<package>/_native/`, with their imports made relative, and points the kernel modules at it. The kernels
+vendors the four modules of that path (the prototype parser and flag allow-list, the cached local build and its
+verdicts, the ctypes binding) as `<package>/_native/`, with their imports made relative, and points the kernel modules at it. The kernels
 are then built at first use with the system compiler into the same per-user cache keyed by the SHA-256 of (sources,
 flags, language, compiler version). Without a compiler, a call the kernel was proven for raises the package's
 `CompilerMissingError` (one sentence: which compiler, what to install) instead of running the reference; calls on
@@ -16,9 +16,11 @@ from pathlib import Path
 
 import evaluator
 
-SOURCES = {"__init__.py": "native.py", "spec.py": "native_spec.py", "build.py": "native_build.py"}
+SOURCES = {"__init__.py": "native.py", "spec.py": "native_spec.py", "build.py": "native_build.py",
+           "verdict.py": "build_verdict.py"}
 _IMPORTS = (("from evaluator.native_build import", "from .build import"),
-            ("from evaluator.native_spec import", "from .spec import"))
+            ("from evaluator.native_spec import", "from .spec import"),
+            ("from evaluator.build_verdict import", "from .verdict import"))
 _KERNEL_IMPORT = re.compile(r"^(\s*)from\s+evaluator\.native\s+import\s+", re.MULTILINE)
 HEADER = "# Vendored by opforge export from opforge's evaluator/{source} (load_c's local build path): no opforge needed.\n"
 
