@@ -21,8 +21,9 @@ runs in").
   harness's OpenMP draw, `fast_draws.py`), outputs land in the kept heap; tensors are PyTorch's 64-byte-aligned CPU
   allocations on both sides.
 
-A candidate's native code could undo the first condition in its own process (`prctl` again, or `madvise`); the
-reference's process keeps it.
+A candidate's native code cannot undo the first condition in its own process: the candidate worker's seccomp
+filter answers `prctl(PR_SET_THP_DISABLE)` with EPERM (`syscall_filter.py`), and `madvise(MADV_HUGEPAGE)` or
+`MADV_COLLAPSE` get no huge page in a process with them off. The reference's process keeps it too.
 """
 
 from __future__ import annotations

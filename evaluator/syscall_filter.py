@@ -32,6 +32,9 @@ MariaDB socket file of the machine, reachable by path whatever the namespaces, s
 is a descriptor the worker inherits); System V IPC and POSIX message queues answer EPERM (an object made in one
 evaluation would outlive it and be found by the next), io_uring ENOSYS (its operations bypass this filter). The same
 filter confines the build stage's compilers without bubblewrap (`build_jail.py`).
+The memory conditions are the harness's: `prctl(PR_SET_THP_DISABLE)` answers EPERM, so native code cannot turn
+transparent huge pages back on for its own process (the zygote turned them off before the filter: both sides' timed
+memory is 4 KiB pages, `memory_conditions.py`; 2 MiB pages made a memory-bound kernel 7-10% faster).
 Syscalls of another ABI than the process's own (x32, or i386 through `int 0x80` on x86-64) get ENOSYS: their numbers
 differ, and nothing the harness runs uses them. Inherited by every thread started afterwards and every child.
 """
@@ -63,7 +66,8 @@ _ARCHES: dict[str, dict[str, int]] = {
                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
                "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
-               "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245},
+               "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
+               "prctl": 157},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "kill": 129, "tkill": 130, "tgkill": 131,
                 "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "sched_setaffinity": 122,
                 "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "prlimit64": 261,
@@ -72,7 +76,7 @@ _ARCHES: dict[str, dict[str, int]] = {
                 "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197, "semget": 190, "semctl": 191,
                 "semtimedop": 192, "semop": 193, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189,
                 "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
-                "mq_getsetattr": 185},
+                "mq_getsetattr": 185, "prctl": 167},
 }
 # Syscalls whose first argument is a process (0: the caller): signals, then scheduling and limits.
 _SIGNALS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
@@ -91,6 +95,7 @@ _IO_URING = ("io_uring_setup", "io_uring_enter", "io_uring_register")
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902  # who gets a descriptor's SIGIO (its signal)
+PR_SET_THP_DISABLE = 41  # the memory conditions' 4 KiB pages (memory_conditions.py), set before the filter
 
 
 class _Program:
@@ -147,6 +152,7 @@ def program(machine: str, own_pid: int, processes: bool = True,
         p.jump(_JEQ, nr["ioprio_set"], yes="io_who")
         p.jump(_JEQ, nr["fcntl"], yes="fcntl")
         p.jump(_JEQ, nr["ioctl"], yes="ioctl")
+        p.jump(_JEQ, nr["prctl"], yes="prctl")
         for name in _SIGNALS:
             p.jump(_JEQ, nr[name], yes="signal")
         for name in _SCHEDULING:
@@ -196,6 +202,9 @@ def program(machine: str, own_pid: int, processes: bool = True,
     p.load(_ARG1)
     p.jump(_JEQ, FIOSETOWN, yes="deny")
     p.jump(_JEQ, SIOCSPGRP, yes="deny", no="allow")
+    p.label("prctl")  # prctl(PR_SET_THP_DISABLE, ...): the worker's page backing is the harness's, not the kernel's
+    p.load(_ARG0)
+    p.jump(_JEQ, PR_SET_THP_DISABLE, yes="deny", no="allow")
     p.label("socket")  # socket(family, ...): AF_INET or AF_INET6
     p.load(_ARG0)
     p.jump(_JEQ, AF_INET, yes="allow")

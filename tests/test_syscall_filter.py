@@ -21,8 +21,9 @@ other = os.fork()
 if other == 0:
     time.sleep(1)  # outlives the checks (it cannot be killed from here any more)
     os._exit(0)
-assert install()
 libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(41, 1, 0, 0, 0) == 0  # transparent huge pages off, as the zygote sets them
+assert install()
 assert libc.kill(os.getpid(), 0) == 0 and libc.kill(0, 0) == 0
 for refused in (lambda: os.sched_setaffinity(other, {{0}}), lambda: os.setpriority(os.PRIO_PROCESS, other, 10),
                 lambda: os.setpriority(os.PRIO_USER, 0, 10),
@@ -57,6 +58,9 @@ if pid == 0:
 assert os.waitpid(pid, 0)[1] >> 8 == 3
 libc.syscall.restype = ctypes.c_long
 assert libc.syscall(435, 0, 0) == -1 and ctypes.get_errno() == 38  # clone3: ENOSYS
+assert libc.prctl(41, 0, 0, 0, 0) == -1 and ctypes.get_errno() == 1  # PR_SET_THP_DISABLE: EPERM, pages stay as set
+assert libc.prctl(42, 0, 0, 0, 0) == 1  # PR_GET_THP_DISABLE: still off, as set before the filter
+assert libc.prctl(16, b"w", 0, 0, 0) == 0  # PR_SET_NAME and the other options are untouched
 print("ok", flush=True)
 if {fatal!r} == "clone_parent":
     libc.syscall({clone}, CLONE_PARENT | 17, 0, 0, 0, 0)
