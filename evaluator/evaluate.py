@@ -33,6 +33,7 @@ from evaluator.connection import Refused, WorkerConnection, close_all, closed_me
 from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_speedup, speedup_of
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
+from evaluator.device_rules import rules
 from evaluator.energy_loops import energy_of_both
 from evaluator.cpu_memory import SAMPLED, CallPeaks, peaks_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
@@ -94,10 +95,11 @@ class LocalEvaluator:
         the candidate's)."""
         zygote = self._zygote(device, role, cfg.sandbox)
         cpu_s = int(cfg.compile_timeout_s + 4 * cfg.run_timeout_s + CPU_TIME_SLACK_S)
-        gpu_share = cfg.gpu_memory_fraction if device == "cuda" and role == "candidate" else 0.0
+        on = rules(device)
+        gpu_share = cfg.gpu_memory_fraction if on.gpu_memory_share and role == "candidate" else 0.0
         inputs_fd = inputs.worker_fd(role) if inputs is not None else None
         try:
-            handle = zygote.spawn(nonce, cfg.memory_limit_bytes if device == "cpu" else 0, cpu_s, gpu_share,
+            handle = zygote.spawn(nonce, cfg.memory_limit_bytes if on.address_space_cap else 0, cpu_s, gpu_share,
                                   inputs_fd=inputs_fd)
         finally:
             if inputs_fd is not None:
@@ -111,7 +113,8 @@ class LocalEvaluator:
     def _beside(self, kind: str, what: str) -> AbstractContextManager[None]:
         """Work that must not run beside a timed phase (worker starts, builds, trials, rechecks, the profile run): on
         a CPU it would take the timed phase's cores, so it holds the device's lock shared (a no-op on a GPU)."""
-        return DeviceLock(device_key(kind), self._lock_dir).shared(what) if kind == "cpu" else contextlib.nullcontext()
+        return DeviceLock(device_key(kind), self._lock_dir).shared(what) if rules(kind).keep_off_timed_cores \
+            else contextlib.nullcontext()
 
     def device(self, kind: str) -> DeviceInfo:
         if kind not in self._devices:
@@ -152,7 +155,7 @@ class LocalEvaluator:
         reference_failure: TaskError | None = None
         # On a CPU, timed calls' inputs are drawn by the reference's worker into a file the candidate's maps
         # read-only, and flushed by this process (trusted_inputs.py).
-        shared_inputs = DriverInputs(harness_library.local_flush()) if kind == "cpu" else None
+        shared_inputs = DriverInputs(harness_library.local_flush()) if rules(kind).trusted_inputs else None
         try:
             with self._beside(kind, "starting both workers, loading and building"):
                 # Both zygotes fork side by side (each fork copies a torch process's page tables), and the reference
@@ -208,9 +211,9 @@ class LocalEvaluator:
         peaks: CallPeaks | None = None
         for _ in range(MEASUREMENTS_BEFORE_REFUSING):
             timed = self._time(ref, cand, cfg, kind, checked, loaded.threads, loaded.inputs)
-            if timed_over is not None and kind == "cpu":
+            if timed_over is not None and rules(kind).hands_back_timed_cores:
                 timed_over()
-            if peaks is None and kind == "cpu":
+            if peaks is None and rules(kind).driver_peak_memory:
                 with self._beside(kind, "measuring peak memory"):
                     peaks = self._cpu_peaks(ref, cand, cfg, loaded)
             with self._beside(kind, "rechecking timed calls"):
@@ -270,13 +273,14 @@ class LocalEvaluator:
         asked at once, while the candidate's zygote may still be starting (`TrialRuns`)."""
         ref = self._spawn(kind, "reference", secrets.token_hex(16), cfg, task, inputs)
         try:
-            unsized = kind == "cpu" and task.source not in self._task_sizes
+            sized = rules(kind).sized_before_drawing
+            unsized = sized and task.source not in self._task_sizes
             ref.ask(dataclasses.replace(load, size_task=True) if unsized else load)
             reply, _ = ref.recv_as(replies.Ready, cfg.compile_timeout_s, "loading the task")
             if unsized:
                 self._task_sizes[task.source] = tuple(
                     s for s in map(TaskSize.from_wire, reply.sizes or ()) if s is not None)
-            if kind == "cpu":  # a task that cannot fit is refused before its first trial draws anything
+            if sized:  # a task that cannot fit is refused before its first trial draws anything
                 too_big = task_size.refusal(task.label, list(self._task_sizes[task.source]),
                                             task_size.available_bytes(), cfg.memory_limit_bytes)
                 if too_big:
@@ -310,7 +314,7 @@ class LocalEvaluator:
         # The driver's own count of the worker's threads starts at its first answer (`worker_cpu.WorkerThreads`).
         threads = WorkerThreads(WorkerCpu(cand.zygote.host_pid, cand.handle.pid),
                                 spare=spare_threads(int(openmp_environment()["OMP_NUM_THREADS"])),
-                                messages=lambda: cand.messages) if kind == "cpu" else None
+                                messages=lambda: cand.messages) if rules(kind).worker_cpu_read else None
         load_candidate(cand, dataclasses.replace(load, candidate_source=candidate.source),
                        cfg.compile_timeout_s, "importing and compiling the candidate", builds, asked=True,
                        first_reply=threads.count_first if threads is not None else None)
@@ -326,7 +330,7 @@ class LocalEvaluator:
             # The candidate's CPU while the reference is timed, from the kernel's accounting (CPU: a GPU runtime's
             # own threads are not judged here), and its threads, counted by the driver.
             process = threads.process if threads is not None else (
-                WorkerCpu(cand.zygote.host_pid, cand.handle.pid) if kind == "cpu" else None)
+                WorkerCpu(cand.zygote.host_pid, cand.handle.pid) if rules(kind).worker_cpu_read else None)
             cpu = process.cpu_s if process is not None else None
             more = threads.refuse_more if threads is not None else None
 
@@ -368,14 +372,14 @@ class LocalEvaluator:
         with self._beside(kind, "the profile run"):
             reply, _ = cand.request_as(Profile(seed=fresh_seed()), replies.Profiled, cfg.run_timeout_s, "profiling")
         metrics = dict(reply.profile)
-        if kind != "cuda" and backend == "cpp":
+        if rules(kind).profiler == "perf" and backend == "cpp":
             from evaluator.perf_stat import makes_a_run, profile_with_perf
             # The timed phase for a run under perf only: without a PMU (most VMs) perf is probed and nothing is run.
             with self._timed(kind, "perf stat") if makes_a_run() else contextlib.nullcontext():
                 counters = profile_with_perf(task.source, task.name, candidate.source, load.init_seeds[0],
                                              fresh_seed(), cfg.compile_timeout_s, cfg.sandbox)
             return Profiled(metrics | counters.metrics, perf_note=counters.note())
-        if kind != "cuda":
+        if rules(kind).profiler != "ncu":
             return Profiled(metrics)
         from evaluator.ncu import profile_with_ncu
         with self._timed(kind, "Nsight Compute"):

@@ -1,0 +1,44 @@
+"""What the driver does differently on each kind of device, and why: one object per kind instead of `kind == "cpu"`
+branches scattered through an evaluation (issue 37).
+
+On a CPU the candidate's code shares the cores, the memory and the caches with the driver, the reference and the
+timer itself: so the driver draws the timed inputs on the trusted side, reads the workers' CPU by the kernel's
+accounting, sizes a task before it draws, reads peak memory from /proc and keeps other work off the timed cores. On
+a GPU the kernel's time and memory are the device's (CUDA events, the caching allocator), the host's cores are not
+what is timed, and the profiler is Nsight Compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRules:
+    kind: str                  # "cpu" | "cuda"
+    address_space_cap: bool    # workers get the evaluation's address-space cap (a GPU's memory is the device's)
+    gpu_memory_share: bool     # the candidate's worker gets a share of the device's memory (cfg.gpu_memory_fraction)
+    keep_off_timed_cores: bool  # work beside a timed phase holds the device's lock shared: it would take its cores
+    trusted_inputs: bool       # timed inputs drawn by the reference into a file the candidate maps read-only
+    sized_before_drawing: bool  # a task that cannot fit this machine's memory is refused before its first draw
+    worker_cpu_read: bool      # the driver reads the candidate's threads' CPU (quiet windows, thread counts)
+    driver_peak_memory: bool   # peak memory read by the driver from each worker's /proc (cpu_memory.py)
+    hands_back_timed_cores: bool  # a runner may start preparing another evaluation once timing is over
+    profiler: str              # the counters' source for native code: "perf" (perf_stat.py) or "ncu" (ncu.py)
+
+
+CPU = DeviceRules("cpu", address_space_cap=True, gpu_memory_share=False, keep_off_timed_cores=True,
+                  trusted_inputs=True, sized_before_drawing=True, worker_cpu_read=True, driver_peak_memory=True,
+                  hands_back_timed_cores=True, profiler="perf")
+CUDA = DeviceRules("cuda", address_space_cap=False, gpu_memory_share=True, keep_off_timed_cores=False,
+                   trusted_inputs=False, sized_before_drawing=False, worker_cpu_read=False, driver_peak_memory=False,
+                   hands_back_timed_cores=False, profiler="ncu")
+_BY_KIND = {"cpu": CPU, "cuda": CUDA}
+
+
+def rules(kind: str) -> DeviceRules:
+    """The rules of a resolved device kind (`device.resolve_device`); ValueError for any other."""
+    try:
+        return _BY_KIND[kind]
+    except KeyError:
+        raise ValueError(f"no device rules for {kind!r}: a resolved kind is cpu or cuda") from None
