@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evaluator.bwrap import bwrap_available
+from evaluator.bwrap import bwrap_available, under
 from evaluator.cuda_build import (LOG_LIMIT_CHARS, BuildSpec, CompileFailed, arch_flags, cxx_path, default_archs,
                                   include_flags, nvcc_path)
 from evaluator.zygote_env import PROJECT_ROOT
@@ -235,7 +235,7 @@ def _toolchain_dirs() -> tuple[Path, ...]:
             wanted.add(Path(exe).resolve().parent.parent)
     bound: list[Path] = [Path("/usr")]
     for p in sorted({q.resolve() for q in wanted if q.exists()}, key=lambda q: len(q.parts)):
-        if p == Path("/") or _under(PROJECT_ROOT, p) or any(_under(p, b) for b in bound):
+        if p == Path("/") or under(PROJECT_ROOT, p) or any(under(p, b) for b in bound):
             continue
         bound.append(p)
     return tuple(bound[1:])
@@ -257,14 +257,6 @@ def _bwrap_view(work: Path) -> list[str]:
     for p in _toolchain_dirs():
         args += ["--ro-bind", str(p), str(p)]
     return args + ["--bind", str(work), str(work), "--chdir", str(work), "--"]
-
-
-def _under(p: Path, root: Path) -> bool:
-    try:
-        p.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
 
 
 def probe_commands(mode: str, nvcc: str | None, cxx: str | None, lib_dirs: Sequence[str]) -> list[list[list[str]]]:

@@ -38,11 +38,11 @@ def bwrap_prefix(device: str, hidden_extra: tuple[str, ...] = ()) -> list[str]:
     needed = {Path(sys.prefix), Path(sys.base_prefix), PROJECT_ROOT, *(Path(p) for p in sys.path[1:] if p)}
     bound: list[Path] = []
     for p in sorted(needed, key=lambda q: len(q.parts)):
-        if p.exists() and any(_under(p, h) for h in hidden) and not any(_under(p, b) for b in bound):
+        if p.exists() and any(under(p, h) for h in hidden) and not any(under(p, b) for b in bound):
             args += ["--ro-bind", str(p), str(p)]
             bound.append(p)
     for extra in map(Path, hidden_extra):  # e.g. the CUDA build cache: candidate code never sees it, even read-only
-        if extra.is_dir() and not any(_under(n, extra) for n in needed):
+        if extra.is_dir() and not any(under(n, extra) for n in needed):
             args += ["--tmpfs", str(extra)]
     if device == "cuda":
         from evaluator.device_nodes import device_nodes, visible_minors
@@ -53,7 +53,8 @@ def bwrap_prefix(device: str, hidden_extra: tuple[str, ...] = ()) -> list[str]:
     return args + ["--"]
 
 
-def _under(p: Path, root: Path) -> bool:
+def under(p: Path, root: Path) -> bool:
+    """Whether `p` lies within `root` (both resolved)."""
     try:
         p.resolve().relative_to(root.resolve())
         return True
