@@ -23,6 +23,9 @@ from evaluator import audit_hook, kernel_stores, process_tree
 from evaluator.build_verdict import BuildKind, BuildVerdict
 from evaluator.dispatch_table import (TableText, dispatch_dump, dispatch_table, existing_namespaces,
                                       take_primed_dispatch, without_meta)
+from evaluator.private_builtins import BUILTINS
+
+__builtins__ = BUILTINS  # type: ignore[assignment]  # the harness's own copy (private_builtins.py)
 
 if TYPE_CHECKING:
     from evaluator.commands import Built
@@ -75,6 +78,7 @@ class Guards:
         # namespace label -> (module or class, its names, their values): held, so compared by identity
         self._snapshot: dict[str, tuple[Any, tuple[str, ...], tuple[Any, ...]]] = {}
         self._views: list[tuple[Any, tuple[str, ...], tuple[Any, ...]]] = []
+        self._private_builtins = _contents(BUILTINS)
         self._classes: list[type] = list(_WATCHED_CLASSES)
         self.baseline_threads = 0
         # The process's OS threads (/proc/self/task): what native code starts is invisible to Python's count. Counted
@@ -246,19 +250,21 @@ class Guards:
         for cls in self._classes:
             self._snapshot[f"{cls.__module__}.{cls.__qualname__}"] = (cls, *_contents(vars(cls)))
         self._views = list(self._snapshot.values())
+        self._private_builtins = _contents(BUILTINS)
 
     def builtins_changed(self) -> str | None:
-        """The first builtin replaced since the snapshot (~10 us: run right after every call)."""
+        """The first builtin replaced since the snapshot (~10 us: run right after every call), in the `builtins`
+        module or in the harness's private copy (`private_builtins.py`, which this check's own lookups use)."""
         entry = self._snapshot.get("builtins")
         if entry is None:
             return None
         _, keys, values = entry
-        now = vars(builtins)
-        if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
-            return None
-        for key, value in zip(keys, values):
-            if key != "_" and (key not in now or now[key] is not value):
-                return key
+        for now, (keys, values) in ((vars(builtins), (keys, values)), (BUILTINS, self._private_builtins)):
+            if len(now) == len(keys) and all(map(is_, keys, now)) and all(map(is_, values, now.values())):
+                continue
+            for key, value in zip(keys, values):
+                if key != "_" and (key not in now or now[key] is not value):
+                    return key if now is not BUILTINS else f"{key} (the harness's own copy)"
         return None
 
     def tampered(self) -> str | None:

@@ -95,7 +95,7 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
                 guards.notes.add(f"the worker's file sandbox could not be set up here ({problem}): without "
                                  "bubblewrap it reads and writes whatever its user may")
     device_warmup.warm_up(device)
-    if role == "candidate" and not syscall_filter.install(processes=False, reach=True):
+    if role == "candidate" and not syscall_filter.install(processes=False, reach=True, handlers=True):
         # after the warm-up: the CUDA driver may open a Unix socket of its own while it starts (MPS, persistenced)
         guards.notes.add("the worker's socket and IPC filter could not be installed here: without bubblewrap it "
                          "could reach local services through their Unix sockets")

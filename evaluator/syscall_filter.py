@@ -32,6 +32,11 @@ MariaDB socket file of the machine, reachable by path whatever the namespaces, s
 is a descriptor the worker inherits); System V IPC and POSIX message queues answer EPERM (an object made in one
 evaluation would outlive it and be found by the next), io_uring ENOSYS (its operations bypass this filter). The same
 filter confines the build stage's compilers without bubblewrap (`build_jail.py`).
+In the candidate's worker, once its device is warm and before the candidate is imported, a handler for a fault or
+trap signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP) cannot be set (EPERM; reading one is allowed), and
+`userfaultfd` answers EPERM: either runs the candidate's code whenever a page or an instruction it arranged is
+reached, the harness's own steps after a call's end mark included (`tests/cheats/native_output_pages_fault_fill.py`,
+`native_int3_libc_hook_after_timer.py`).
 The memory conditions are the harness's: `prctl(PR_SET_THP_DISABLE)` answers EPERM, so native code cannot turn
 transparent huge pages back on for its own process (the zygote turned them off before the filter: both sides' timed
 memory is 4 KiB pages, `memory_conditions.py`; 2 MiB pages made a memory-bound kernel 7-10% faster).
@@ -67,7 +72,7 @@ _ARCHES: dict[str, dict[str, int]] = {
                "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
                "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
                "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
-               "prctl": 157},
+               "prctl": 157, "rt_sigaction": 13, "userfaultfd": 323},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "kill": 129, "tkill": 130, "tgkill": 131,
                 "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "sched_setaffinity": 122,
                 "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "prlimit64": 261,
@@ -76,7 +81,7 @@ _ARCHES: dict[str, dict[str, int]] = {
                 "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197, "semget": 190, "semctl": 191,
                 "semtimedop": 192, "semop": 193, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189,
                 "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
-                "mq_getsetattr": 185, "prctl": 167},
+                "mq_getsetattr": 185, "prctl": 167, "rt_sigaction": 134, "userfaultfd": 282},
 }
 # Syscalls whose first argument is a process (0: the caller): signals, then scheduling and limits.
 _SIGNALS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
@@ -96,6 +101,11 @@ AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902  # who gets a descriptor's SIGIO (its signal)
 PR_SET_THP_DISABLE = 41  # the memory conditions' 4 KiB pages (memory_conditions.py), set before the filter
+# SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV: a handler for one of them runs code when the candidate's own code, or code
+# it patched (an int3 over the C library's clock_gettime, an output's pages left PROT_NONE), faults or traps, at any
+# point the harness reaches after a call's end mark: work done there is off the timer. Nothing honest in a kernel
+# handles them (a guard page without a handler still just crashes, as it should).
+_FAULT_SIGNALS = (4, 5, 7, 8, 11)
 
 
 class _Program:
@@ -128,12 +138,13 @@ class _Program:
         return out
 
 
-def program(machine: str, own_pid: int, processes: bool = True,
-            reach: bool = False) -> list[tuple[int, int, int, int]] | None:
+def program(machine: str, own_pid: int, processes: bool = True, reach: bool = False,
+            handlers: bool = False) -> list[tuple[int, int, int, int]] | None:
     """The filter's instructions (code, jump if true, jump if false, k) for `machine` and a process `own_pid`; None
     where the machine is not one whose numbers are known here. `processes`: the rules on clone, signals, scheduling
     and limits; `reach`: those on sockets, IPC and io_uring (a GPU worker installs them as a second filter once its
-    device is warm: the CUDA driver may want a Unix socket of its own while it starts)."""
+    device is warm: the CUDA driver may want a Unix socket of its own while it starts); `handlers`: no new handler
+    for a fault or trap signal, no userfaultfd (the candidate's worker, installed with `reach`)."""
     nr = _ARCHES.get(machine)
     if nr is None:
         return None
@@ -164,6 +175,9 @@ def program(machine: str, own_pid: int, processes: bool = True,
             p.jump(_JEQ, nr[name], yes="deny")
         for name in _IO_URING:
             p.jump(_JEQ, nr[name], yes="nosys")
+    if handlers:
+        p.jump(_JEQ, nr["rt_sigaction"], yes="sigaction")
+        p.jump(_JEQ, nr["userfaultfd"], yes="deny")
     p.ret(_RET_ALLOW)
     p.label("clone")
     p.load(_ARG0)
@@ -205,6 +219,16 @@ def program(machine: str, own_pid: int, processes: bool = True,
     p.label("prctl")  # prctl(PR_SET_THP_DISABLE, ...): the worker's page backing is the harness's, not the kernel's
     p.load(_ARG0)
     p.jump(_JEQ, PR_SET_THP_DISABLE, yes="deny", no="allow")
+    p.label("sigaction")  # rt_sigaction(sig, act, ...): a fault or trap signal only read (act NULL), never set
+    p.load(_ARG0)
+    for sig in _FAULT_SIGNALS:
+        p.jump(_JEQ, sig, yes="sigaction_act")
+    p.ret(_RET_ALLOW)
+    p.label("sigaction_act")
+    p.load(_ARG1)
+    p.jump(_JEQ, 0, no="deny")
+    p.load(_ARG1 + 4)
+    p.jump(_JEQ, 0, yes="allow", no="deny")
     p.label("socket")  # socket(family, ...): AF_INET or AF_INET6
     p.load(_ARG0)
     p.jump(_JEQ, AF_INET, yes="allow")
@@ -223,11 +247,11 @@ def program(machine: str, own_pid: int, processes: bool = True,
     return p.assemble()
 
 
-def install(processes: bool = True, reach: bool = False) -> bool:
+def install(processes: bool = True, reach: bool = False, handlers: bool = False) -> bool:
     """Install the filter (`program`'s rules chosen by `processes` and `reach`) in this thread and what it starts,
     for this process's pid now (no new privileges first, as an unprivileged filter requires); False where the
     machine's numbers are unknown or the kernel refuses. Filters stack: a second call adds rules."""
-    instructions = program(platform.machine(), os.getpid(), processes, reach)
+    instructions = program(platform.machine(), os.getpid(), processes, reach, handlers)
     if instructions is None:
         return False
     code = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)

@@ -30,6 +30,9 @@ from evaluator.line_flush import LineFlush
 from evaluator.output_slot import WorkerSlot
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
+from evaluator.private_builtins import BUILTINS
+
+__builtins__ = BUILTINS  # type: ignore[assignment]  # the harness's own copy (private_builtins.py)
 
 __all__ = ["CANDIDATE_MODULE", "Worker"]  # CANDIDATE_MODULE: imported from here by zygote.py
 

@@ -120,6 +120,38 @@ print("ok", flush=True)
 """
 
 
+HANDLERS = """
+import ctypes, errno, signal
+from evaluator.syscall_filter import install
+assert install(processes=False, reach=True, handlers=True)
+for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGTRAP, signal.SIGILL, signal.SIGFPE):
+    try:
+        signal.signal(sig, lambda *a: None)
+        raise SystemExit(f"a handler for {sig!r} was set")
+    except OSError as exc:
+        assert exc.errno == errno.EPERM, exc
+signal.signal(signal.SIGUSR1, lambda *a: None)  # other signals: as before
+signal.raise_signal(signal.SIGUSR1)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+import platform
+assert libc.syscall({"x86_64": 323, "aarch64": 282}[platform.machine()], 0) == -1 and ctypes.get_errno() == errno.EPERM
+old = (ctypes.c_char * 152)()
+assert libc.sigaction(signal.SIGSEGV, None, old) == 0  # a NULL new action: a read, allowed
+import torch
+assert torch.ones(1 << 20).sum().item() == 1 << 20
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.skipif(program(platform.machine(), 1) is None, reason="no syscall numbers for this machine")
+def test_no_handler_for_a_fault_or_trap_signal_and_no_userfaultfd():
+    """A SIGSEGV or SIGTRAP handler ran a candidate's deferred work when the harness touched an output page it had
+    left unmapped, or reached a C library function it had patched with int3, after the timer's end mark."""
+    proc = subprocess.run([sys.executable, "-c", HANDLERS], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
 @pytest.mark.skipif(program(platform.machine(), 1) is None, reason="no syscall numbers for this machine")
 def test_sockets_and_ipc_reach_nothing_outside():
     """socket() makes network sockets only (a Unix socket would reach PostgreSQL's or MariaDB's socket file); System V

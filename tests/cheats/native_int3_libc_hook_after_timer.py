@@ -1,5 +1,5 @@
 # task: relu
-# expect: rejected|incorrect
+# expect: crashed|rejected|incorrect
 # why: a self-removing hook on C library functions the harness calls, planted from native code: the call writes an
 #   int3 over the first byte of clock_gettime (made writable with mprotect) and installs a SIGTRAP handler with
 #   sigaction, then returns with the output unwritten. The timer's end mark traps: the handler puts the byte back and
@@ -8,6 +8,8 @@
 #   and no thread runs (issue 33, class 7: a hook on a function reached indirectly, run after the call, then removed).
 #   Measured ok (2026-11-28) with the relu repeated 50 times as a stand-in for a heavier kernel: 0.03 ms claimed against
 #   0.18 ms for the same work inside the call; up to ~0.15 ms a call hides below the driver's clock check's floor.
+#   Now crashed: since the worker's seccomp filter refuses a SIGTRAP handler (syscall_filter.py): the fault the
+#   candidate arranged then ends its process, with nothing off the timer (before: ok, the work off the timer)
 import torch
 import torch.nn as nn
 from evaluator.native import load_c

@@ -1,5 +1,5 @@
 # task: relu
-# expect: rejected|incorrect
+# expect: crashed|rejected|incorrect
 # why: the native call writes only the output's partial first and last pages and takes the whole pages between away
 #   (mprotect PROT_NONE), with a SIGSEGV handler installed by sigaction that computes the rest of the output and gives
 #   the pages back the first time anything touches them: the harness's copy of the outputs, after the timer's end
@@ -8,6 +8,8 @@
 #   (issue 33, class 7: an output whose reading protocol does the work, from native code).
 #   Measured ok (2026-11-28) with the relu repeated 50 times as a stand-in for a heavier kernel: 0.03 ms claimed against
 #   0.18 ms for the same work inside the call; up to ~0.15 ms a call hides below the driver's clock check's floor.
+#   Now crashed: since the worker's seccomp filter refuses a SIGSEGV handler (syscall_filter.py): the fault the
+#   candidate arranged then ends its process, with nothing off the timer (before: ok, the work off the timer)
 import torch
 import torch.nn as nn
 from evaluator.native import load_c
