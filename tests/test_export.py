@@ -41,7 +41,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
     work = tmp_path_factory.mktemp("export")
     url = f"sqlite:///{work / 'runs.db'}"
     run = subprocess.run([*OPFORGE, "optimize", "relu", "--backend", "triton", "--budget", "3", "--runner", "local",
-                          "--confirm", "0", "--db", url, "--timing-s", "0.2", "--json"], cwd=work, capture_output=True, text=True,
+                          "--confirm", "0", "--db", url, "--timing-s", "0.2", "--json"], cwd=work, capture_output=True,
+                         text=True,
                          timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
     run_id = json.loads(run.stdout.strip().splitlines()[-1])["run_id"]
