@@ -108,8 +108,10 @@ class Direct:
         return lambda: model(*self.inputs)
 
 
-def median_ms(fn: Callable[[], Any], device: str, reps: int = 200) -> float:
-    """`triton.testing.do_bench`'s median on a GPU (events, L2 flushed before each call); a host clock on CPU."""
+def median_ms(fn: Callable[[], Any], device: str, reps: int = 30) -> float:
+    """`triton.testing.do_bench`'s median on a GPU (events, L2 flushed before each call); a host clock over `reps`
+    calls on CPU, where Triton kernels run interpreted (the dry run's figures prove nothing; 200 calls took 5 s of
+    its timer part)."""
     if device == "cuda":
         from triton.testing import do_bench
         return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))

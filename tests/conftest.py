@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections import Counter
 
 import pytest
 
@@ -40,7 +42,40 @@ SERIAL_FILES = {
 }
 
 
+# What the slowest files of the side-by-side phase take on the 2-core CI host (seconds: the run of 2026-11-28 with its
+# 45.7 min, five files scaled by what the commits after it saved on the 2-core VM). `.ci/run` hands files to its
+# workers longest first (`--no-loadscope-reorder` keeps this order), so that a long file never starts last while the
+# other worker has nothing left to do. xdist's own order, by number of tests, put the one-test files of a minute or
+# more (test_llm_unreachable, test_search_resume) and the four-test test_gpu_proof.py near the end. Rough figures
+# do: only the order matters, and a file not listed counts a second a test. Update them from the `--durations` list
+# that `.ci/run` prints when a file grows.
+FILE_SECONDS = {
+    "test_builtin_suites.py": 500,
+    "test_export.py": 400,
+    "test_cuda_build_cache.py": 250,
+    "test_gpu_proof.py": 190,
+    "test_bench.py": 125,
+    "test_llm_translation.py": 120,
+    "test_dataset.py": 105,
+    "test_ray_cluster.py": 95,
+    "test_llm_unreachable.py": 70,
+    "test_model.py": 60,
+    "test_export_native.py": 55,
+    "test_jobs.py": 55,
+    "test_llm_loop.py": 50,
+    "test_search_resume.py": 46,
+    "test_pool.py": 45,
+    "test_cpu_extension_build.py": 40,
+    "test_evaluator_cli.py": 40,
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Only in xdist's workers, whose collection order the scheduler follows; a one-process run keeps the usual
+        # order. A stable sort: each file's tests stay together and in their order.
+        count = Counter(item.path.name for item in items)
+        items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, count[item.path.name]))

@@ -132,7 +132,9 @@ def test_cache_location_follows_argument_environment_and_xdg(monkeypatch, tmp_pa
 @pytest.mark.slow
 @needs_nvcc
 def test_cuda_build_is_compiled_once_and_reused_by_a_second_evaluation(evaluator):
-    task, candidate = load_task(TASK), load_candidate(RELU_CUDA)
+    # The light ReLU, not tests/honest/relu_cuda.py: the same load_inline path, without torch/extension.h (its compile
+    # took 142 s of CI's 2-core host; test_cheats.py builds the honest one).
+    task, candidate = load_task(TASK), light("opforge_test_relu_cuda")
     first = evaluator.evaluate(task, candidate, CFG)
     assert first.status == Status.RUNTIME_ERROR and "no CUDA device" in first.reason, first.reason
     builds = _compiles(evaluator.build_cache, "opforge_test_relu_cuda")
@@ -192,7 +194,8 @@ try:
 except OSError:
     pass
 '''
-    source = RELU_CUDA.read_text().replace("import torch\n", vandal + "import torch\n", 1)
+    # The first test's candidate (built already when the module runs whole), led by the vandal's code.
+    source = light("opforge_test_relu_cuda").source.replace("import torch\n", vandal + "import torch\n", 1)
     result = evaluator.evaluate(load_task(TASK), Candidate.from_source(source), CFG)
     assert result.status == Status.RUNTIME_ERROR, f"{result.status}: {result.reason}"
     assert "cache visible: False" in result.log, result.log

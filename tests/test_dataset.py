@@ -31,7 +31,8 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def llm_store(tmp_path_factory) -> str:
-    """A store holding one small LLM run on the built-in relu: a wrong first kernel, then a correct one."""
+    """A store holding one small LLM run on the built-in relu: a wrong first kernel, then a correct one (no
+    confirmation re-measurements: the dataset holds none)."""
     tmp = tmp_path_factory.mktemp("dataset")
     db = f"sqlite:///{tmp / 'source.db'}"
     rules = [Rule("You are writing a fast", [reply(f"<think>start simple</think>\n```python\n{WRONG}```")]),
@@ -41,7 +42,7 @@ def llm_store(tmp_path_factory) -> str:
     with FakeLLMServer(rules=rules) as server:
         done = cli("optimize", "relu", "--coder", "llm", "--model", "m", "--llm-base-url", server.base_url,
                    "--from-scratch", "--tune-per-request", "0", "--no-review", "--budget", "2", "--runner", "local",
-                   "--timing-s", "0.2", "--db", db, cwd=tmp)
+                   "--confirm", "0", "--timing-s", "0.2", "--db", db, cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
     return db
 

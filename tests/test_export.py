@@ -35,12 +35,14 @@ PACKAGE = "relu_kernels"
 # --- a real run, exported -------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """`opforge optimize relu --backend triton` with the offline tuner (budget 3), then `opforge export` of that run
+    """`opforge optimize relu --backend triton` with the offline tuner (budget 3, no confirmation
+    re-measurements: export reads none, tests/test_confirm.py checks them), then `opforge export` of that run
     (this module checks the Triton path, whatever the machine; tests/test_export_native.py the native one)."""
     work = tmp_path_factory.mktemp("export")
     url = f"sqlite:///{work / 'runs.db'}"
     run = subprocess.run([*OPFORGE, "optimize", "relu", "--backend", "triton", "--budget", "3", "--runner", "local",
-                          "--db", url, "--timing-s", "0.2", "--json"], cwd=work, capture_output=True, text=True,
+                          "--confirm", "0", "--db", url, "--timing-s", "0.2", "--json"], cwd=work, capture_output=True,
+                         text=True,
                          timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
     run_id = json.loads(run.stdout.strip().splitlines()[-1])["run_id"]

@@ -74,7 +74,8 @@ def test_a_native_run_exports_a_package_that_builds_its_c_kernel_in_a_fresh_venv
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     env = {**os.environ, "OPFORGE_NATIVE_BUILD_CACHE": str(tmp_path / "cache-opforge")}
     run = subprocess.run([*OPFORGE, "optimize", str(TASK), "--backend", "cpp", "--seed-kernel", str(SEED),
-                          "--budget", "1", "--runner", "local", "--timing-s", "0.2", "--db", url, "--json"],
+                          "--budget", "1", "--runner", "local", "--confirm", "0", "--timing-s", "0.2", "--db", url,
+                          "--json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     run_id = json.loads(run.stdout.strip().splitlines()[-1])["run_id"]
