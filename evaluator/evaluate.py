@@ -28,21 +28,22 @@ from evaluator.backend import backend_of, has_cuda_sources, names_triton, runs_i
 from evaluator.build_stage import BuildServer, ask_load, build_mode, load_candidate
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
-from evaluator.commands import Check, Load, Profile, Run
+from evaluator.commands import Check, Load
 from evaluator.connection import Refused, WorkerConnection, close_all, closed_meanwhile
 from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_speedup, speedup_of
 from evaluator.device_lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device import device_info, resolve_device
 from evaluator.device_rules import rules
+from evaluator.extra_figures import compile_baseline, profile
 from evaluator.energy_loops import energy_of_both
 from evaluator.cpu_memory import SAMPLED, CallPeaks, peaks_of_both
 from evaluator.worker_cpu import WorkerCpu, WorkerThreads
 from evaluator.clock_checks import CandidateClock, ClockDisagreement, QuietWindow
-from evaluator.measure import OutputReads, fresh_seed, measure, time_alone
+from evaluator.measure import OutputReads, fresh_seed, measure
 from evaluator.output_slot import Reservoir
 from evaluator.gpu_memory import blame_reference_failure
 from evaluator.input_file import DriverInputs
-from evaluator.result import DeviceInfo, EvalResult, Status, Timing
+from evaluator.result import DeviceInfo, EvalResult, Status
 from evaluator.process_tree import spare_threads
 from evaluator.sandbox import Zygote
 from evaluator.timing import cpu_cold_from_bytes
@@ -237,8 +238,8 @@ class LocalEvaluator:
                                                f"{confirmed.outer_speedup:.1f}x by the driver's own clock, in "
                                                f"{MEASUREMENTS_BEFORE_REFUSING} measurements (timer tampering?)",
                               device=dev, trials=checked.trials)
-        compiled_ms = self._compile_baseline(task, cfg, kind, loaded.load) if cfg.compile_baseline else None
-        profiled = self._profile(task, candidate, cfg, kind, cand, loaded.load, backend)
+        compiled_ms = compile_baseline(self, task, cfg, kind, loaded.load) if cfg.compile_baseline else None
+        profiled = profile(self, task, candidate, cfg, kind, cand, loaded.load, backend)
         m, cand_energy, ref_energy = timed.measurement, timed.candidate_energy, timed.reference_energy
         reason = "correct on every trial" + "".join(f"; {n}" for n in checked.notes) + (
             f"; {confirmed.speedup:.1f}x is above the suspicious threshold and was confirmed by the driver's clock "
@@ -362,46 +363,6 @@ class LocalEvaluator:
         cand_pid = loaded.threads.process.pid if loaded.threads is not None else None
         return peaks_of_both(ref, cand, WorkerCpu(ref.zygote.host_pid, ref.handle.pid).pid, cand_pid,
                              cfg.run_timeout_s)
-
-    def _profile(self, task: Task, candidate: Candidate, cfg: EvalConfig, kind: str, cand: WorkerConnection,
-                 load: Load, backend: str | None) -> Profiled:
-        """The PyTorch profiler's table and, on a CUDA device, Nsight Compute's metrics (`--profile`); for native
-        CPU kernels, perf stat's counters where this machine has them (perf_stat.py)."""
-        if not cfg.profile:
-            return Profiled({})
-        with self._beside(kind, "the profile run"):
-            reply, _ = cand.request_as(Profile(seed=fresh_seed()), replies.Profiled, cfg.run_timeout_s, "profiling")
-        metrics = dict(reply.profile)
-        if rules(kind).profiler == "perf" and backend == "cpp":
-            from evaluator.perf_stat import makes_a_run, profile_with_perf
-            # The timed phase for a run under perf only: without a PMU (most VMs) perf is probed and nothing is run.
-            with self._timed(kind, "perf stat") if makes_a_run() else contextlib.nullcontext():
-                counters = profile_with_perf(task.source, task.name, candidate.source, load.init_seeds[0],
-                                             fresh_seed(), cfg.compile_timeout_s, cfg.sandbox)
-            return Profiled(metrics | counters.metrics, perf_note=counters.note())
-        if rules(kind).profiler != "ncu":
-            return Profiled(metrics)
-        from evaluator.ncu import profile_with_ncu
-        with self._timed(kind, "Nsight Compute"):
-            ncu = profile_with_ncu(task.source, task.name, candidate.source, load.init_seeds[0], fresh_seed(),
-                                   cfg.compile_timeout_s, cfg.sandbox, kind, self.build_cache,
-                                   cfg.gpu_memory_fraction)
-        return Profiled(metrics | dict(ncu.metrics), ncu.problem)
-
-    def _compile_baseline(self, task: Task, cfg: EvalConfig, kind: str, load: Load) -> Timing | None:
-        """torch.compile(Model) timed by the same protocol in its own trusted worker (compile time not counted)."""
-        conn = self._connect(kind, "reference", secrets.token_hex(16), cfg, task)
-        try:
-            conn.request(dataclasses.replace(load, compile=True), cfg.compile_timeout_s,
-                         "loading the compiled baseline")
-            conn.request(Run(variant=0, seed=fresh_seed()), cfg.compile_timeout_s,
-                         "compiling the torch.compile baseline")
-            with self._timed(kind, "the torch.compile baseline"):
-                return time_alone(conn, cfg, kind)
-        except (TaskError, Refused):
-            return None  # a baseline that torch.compile cannot build is reported as absent
-        finally:
-            conn.close()
 
 
 _default: LocalEvaluator | None = None

@@ -14,19 +14,17 @@ from typing import Any, cast
 
 import torch
 
-from evaluator import (call_watch, exact_reference, harness_library, interpreter_gaps, memory_calls, task_size,
-                       timed_calls, timing, torch_profile)
+from evaluator import (call_watch, exact_reference, interpreter_gaps, memory_calls, timed_calls, timing,
+                       torch_profile, worker_load)
 from evaluator.call_checks import after_call, idle, per_call, refuse_reason
-from evaluator.candidate_import import CANDIDATE_MODULE, import_candidate, model_class, one_line, tail
+from evaluator.candidate_import import CANDIDATE_MODULE, one_line, tail
 from evaluator.commands import (Batch, Built, Check, Clock, Draw, Exit, Load, Loop, MemoryCalls, Profile, Run, Time,
                                 parse, parse_as)
 from evaluator.dynamo_absent import mark
 from evaluator.guards import Guards
 from evaluator.observer import CallObserver
 from evaluator.op_trace import OpTrace
-from evaluator.fast_draws import FastDraws
 from evaluator.input_file import InputReader, InputWriter
-from evaluator.line_flush import LineFlush
 from evaluator.output_slot import WorkerSlot
 from evaluator.task_runtime import NORMAL_SCALE, TaskRuntime, as_outputs, describe
 from evaluator.wire import Channel, ChannelClosed
@@ -101,69 +99,7 @@ class Worker:
             idle_from = (self.guards.now_ns(), self.guards.cpu_s())
 
     def cmd_load(self, cmd: Load) -> None:
-        device = torch.device(cmd.device)
-        try:
-            library = harness_library.load(cmd.harness_library) if cmd.harness_library else None
-        except (OSError, ValueError) as exc:  # both workers draw and evict alike: no falling back in one alone
-            self.send({"status": "runtime_error", "reason": f"the harness's native library did not load: {exc}",
-                       "log": tail()})
-            return
-        draws = FastDraws(library) if library is not None else None
-        try:
-            self.rt = TaskRuntime(cmd.task_source, cmd.task_name, str(device), cmd.interpreter_shape, draws)
-        except Exception as exc:
-            self.send({"status": "task_error", "reason": one_line(exc), "log": tail()})
-            return
-        self.grad = bool(getattr(self.rt.module, "REQUIRES_GRAD", False))
-        self.init_seeds = [int(s) for s in cmd.init_seeds]
-        self.compiled = cmd.compile
-        self.require_kernels = cmd.require_kernels
-        self.torch_glue = cmd.torch_glue
-        self.torch_work_checked = 0  # the most PyTorch compute a checked call did (timed calls may do no more)
-        self.copy_grants = cmd.copy_grants
-        self.timer = timing.CallTimer(device, flush=LineFlush.of(library) if device.type == "cpu" else None)
-        self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
-        self.models.clear()
-        self.guards.take_snapshot(dispatcher=self.enforce)
-        if self.role == "reference":
-            self.model_cls = self.rt.module.Model
-            tol = getattr(self.rt.module, "TOLERANCE", None)
-            # Each variant's bytes, from the task on the meta device, where the driver asks (once a task: the meta
-            # device's first ops cost a worker 0.4-2 s): it refuses a task that cannot fit before its first trial
-            # draws anything (task_size.py).
-            sizes = task_size.measure_on_meta(cmd.task_source, cmd.task_name, len(self.rt.variants)) \
-                if cmd.size_task else None
-            self.send({"status": "ready", "variants": len(self.rt.variants),
-                       "sizes": None if sizes is None else [s.to_wire() for s in sizes], "variant_overrides":
-                          [{k: repr(v) for k, v in var.items()} for var in self.rt.variants],
-                          "tolerance": {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None,
-                          "interpreter_shape": None if self.rt.interpreter_shape is None else
-                          {k: repr(v) for k, v in self.rt.interpreter_shape.items()}})
-            return
-        # The reference weights of every shape variant, built now: the task's module classes are then dropped, so
-        # candidate code cannot reach the task (and patch how its inputs are drawn).
-        self.reference_states = {v: self.rt.reference_model(v, self.init_seeds[v]).state_dict()
-                                 for v in range(len(self.rt.variants))}
-        self.rt.forget_models()
-        if cmd.candidate_source is None:
-            self.send({"status": "compile_error", "reason": "no candidate source was sent"})
-            return
-        # load_inline calls during the import ask the driver for their build (build_stage.py); never afterwards.
-        imported = import_candidate(cmd.candidate_source, self.guards, self._request_build if cmd.builds else None,
-                                    cmd.build_mode, cmd.collect)
-        if imported.module is None:
-            self.send(imported.failure or {"status": "compile_error", "reason": "importing the candidate failed"})
-            return
-        if self._refuse_if_tampered("while being imported"):
-            return
-        model_cls = model_class(imported.module)
-        if model_cls is None:
-            self.send({"status": "compile_error", "reason": "the candidate defines no class ModelNew(nn.Module)"})
-            return
-        self.model_cls = model_cls
-        # Its OS threads at the snapshot, before the candidate's code: the driver's own count starts from the lower of
-        # this and what it counts at the worker's first answer (`worker_cpu.WorkerThreads`).
-        self.send({"status": "ready", "variants": len(self.rt.variants), "threads": self.guards.baseline_os_threads})
+        worker_load.load(self, cmd)
 
     def _request_build(self, spec: dict[str, Any], kind: str = "cuda") -> tuple[Built, list[torch.Tensor]]:
         """One load_inline or load_c (`kind` native) call's build, asked of the driver; the reply is its verdict
