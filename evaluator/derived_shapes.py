@@ -25,11 +25,6 @@ MARK = "# opforge: shape variants derived from the task's sizes (the task gives 
 LARGEST_LEADING = 1 << 20  # a leading size past this is left as it is (one more row of a huge task costs a lot)
 
 
-def has_shapes(source: str, label: str = "task") -> bool:
-    """Whether the task assigns `SHAPES` at its top level."""
-    return "SHAPES" in _assigned(parse_source(source, label))
-
-
 def candidates(source: str, label: str = "task") -> list[dict[str, int]]:
     """The variants to try for a task without SHAPES (empty where it has them or names no integer size)."""
     tree = parse_source(source, label)
@@ -64,11 +59,6 @@ def with_shapes(task: Task, shapes: list[dict[str, int]]) -> Task:
     body = task.source if task.source.endswith("\n") else task.source + "\n"
     source = f"{body}\n{MARK}\nSHAPES = {shapes!r}\n"
     return replace(task, source=source, digest=source_digest(source))
-
-
-def derived(source: str) -> bool:
-    """Whether a task's SHAPES are ones the driver derived (`with_shapes`)."""
-    return MARK in source
 
 
 _FOLDED = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__,
