@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from evaluator.cpu_caches import cache_sizes_kib
+from evaluator.device.cpu_caches import cache_sizes_kib
 
 # widest first: the first of these the CPU's flags name is its SIMD width
 SIMD_LEVELS: tuple[tuple[str, str], ...] = (

@@ -1,7 +1,7 @@
 """The trusted evaluator: the vocabulary and the harness that verifies and times untrusted kernels.
 
-The names below are loaded on first use (PEP 562), so that `import evaluator.sandbox` and the other light modules do
-not import torch: a driver can start its workers' zygotes (which import torch themselves) before it pays for its own
+The names below are loaded on first use (PEP 562), so that `import evaluator.sandbox.launch` and the other light
+modules do not import torch: a driver can start its workers' zygotes (which import torch themselves) before it pays for its own
 torch import, and a script can set the OpenMP environment before libgomp is loaded.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 _WHERE = {
     "Candidate": "evaluator.candidate", "CandidateFileError": "evaluator.candidate",
     "load_candidate": "evaluator.candidate", "EvalConfig": "evaluator.config",
-    "LocalEvaluator": "evaluator.evaluate", "TaskReport": "evaluator.task_check",
-    "default_evaluator": "evaluator.evaluate", "evaluate": "evaluator.evaluate",
+    "LocalEvaluator": "evaluator.driver.evaluate", "TaskReport": "evaluator.verify.task_check",
+    "default_evaluator": "evaluator.driver.evaluate", "evaluate": "evaluator.driver.evaluate",
     "DeviceInfo": "evaluator.result", "EvalResult": "evaluator.result", "Status": "evaluator.result",
     "Timing": "evaluator.result", "Task": "evaluator.task", "TaskError": "evaluator.task",
     "load_task": "evaluator.task",
@@ -27,8 +27,8 @@ __all__ = sorted(_WHERE)
 if TYPE_CHECKING:
     from evaluator.candidate import Candidate, CandidateFileError, load_candidate
     from evaluator.config import EvalConfig
-    from evaluator.evaluate import LocalEvaluator, default_evaluator, evaluate
-    from evaluator.task_check import TaskReport
+    from evaluator.driver.evaluate import LocalEvaluator, default_evaluator, evaluate
+    from evaluator.verify.task_check import TaskReport
     from evaluator.result import DeviceInfo, EvalResult, Status, Timing
     from evaluator.task import Task, TaskError, load_task
 
@@ -42,19 +42,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
-
-
-class _Package(types.ModuleType):
-    """`evaluator.evaluate` names the function, as it did when this file imported it eagerly: importing the submodule
-    of the same name binds the submodule here, and the property keeps the function instead."""
-
-    @property
-    def evaluate(self) -> Any:
-        return importlib.import_module("evaluator.evaluate").evaluate
-
-    @evaluate.setter
-    def evaluate(self, value: Any) -> None:
-        pass  # the import system binding the submodule `evaluator.evaluate`; sys.modules still holds it
-
-
-sys.modules[__name__].__class__ = _Package

@@ -9,7 +9,7 @@ import torch
 
 from evaluator.harness_library import native_compare
 from evaluator.native_compare import NativeCompare
-from evaluator.task_runtime import DEFAULT_TOLERANCE
+from evaluator.worker.task_runtime import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evaluator.native_build import build_once, entry_key, open_cache
+from evaluator.build.native_build import build_once, entry_key, open_cache
 
 if TYPE_CHECKING:  # torch-free at import: the driver asks for the bytes, only workers and scripts load them
-    from evaluator.line_flush import LineFlush
+    from evaluator.worker.line_flush import LineFlush
     from evaluator.native import NativeLibrary
     from evaluator.native_compare import NativeCompare
-    from evaluator.native_spec import NativeSpec
+    from evaluator.build.native_spec import NativeSpec
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,10 @@ NAME = "opforge_harness"
 @functools.cache
 def spec() -> NativeSpec:
     """The library's sources (the draws' and the flush's), functions and flags (`fast_draws.FLAGS`)."""
-    from evaluator import fast_draws, line_flush, native_compare
-    from evaluator.native_spec import NativeSpec
+    from evaluator import native_compare
+    from evaluator.worker import fast_draws
+    from evaluator.worker import line_flush
+    from evaluator.build.native_spec import NativeSpec
     return NativeSpec.from_call(NAME, fast_draws.SOURCE + line_flush.SOURCE + native_compare.SOURCE,
                                 list(fast_draws.FUNCTIONS + line_flush.FUNCTIONS + native_compare.FUNCTIONS),
                                 list(fast_draws.FLAGS))
@@ -84,7 +86,7 @@ def local() -> NativeLibrary | None:
 
 def local_flush() -> LineFlush | None:
     """The line flush in this process, for a `CallTimer` that should evict as the evaluator's workers do."""
-    from evaluator.line_flush import LineFlush
+    from evaluator.worker.line_flush import LineFlush
     return LineFlush.of(local())
 
 

@@ -25,8 +25,8 @@ from typing import Any, Callable
 
 import torch
 
-from evaluator.native_build import CompilerMissing, NativeBuildError, NativeCache, cache_root, compiler, entry_key
-from evaluator.native_spec import TYPES, NativeSpec, Prototype, PrototypeError
+from evaluator.build.native_build import CompilerMissing, NativeBuildError, NativeCache, cache_root, compiler, entry_key
+from evaluator.build.native_spec import TYPES, NativeSpec, Prototype, PrototypeError
 
 __all__ = ["load_c", "CompilerMissing", "NativeBuildError", "PrototypeError"]
 

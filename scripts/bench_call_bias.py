@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluator import zygote_env
+from evaluator.sandbox import zygote_env
 
 os.environ.update(zygote_env.openmp_environment())  # before torch loads libgomp, as in the workers
 
@@ -27,7 +27,8 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_harness  # noqa: E402
 
-from evaluator import Candidate, EvalConfig, LocalEvaluator, load_task, timing  # noqa: E402
+from evaluator import Candidate, EvalConfig, LocalEvaluator, load_task
+from evaluator.worker import timing  # noqa: E402
 
 
 def bare_median_us(timer: timing.CallTimer, fn: object, calls: int = 400) -> float:

@@ -73,8 +73,9 @@ def instrument(evaluate_module: Any) -> None:
     """Wraps the driver's steps; called once `evaluator.evaluate` is loaded (after the zygotes were launched, as the
     command launches them before it imports the evaluator)."""
     stamp("evaluator imported")
-    from evaluator import connection, measure
-    from evaluator.worker_cpu import host_pid
+    from evaluator.driver import connection
+    from evaluator.measure import blocks as measure
+    from evaluator.measure.worker_cpu import host_pid
 
     for name, label in (("run_trials", "trials"), ("measure", "timing"), ("recheck_timed", "rechecks"),
                         ("close_all", "closing")):
@@ -122,7 +123,7 @@ class _AfterLoad(importlib.abc.MetaPathFinder):
     """Runs `instrument` right after `evaluator.evaluate` has executed."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "evaluator.evaluate":
+        if fullname != "evaluator.driver.evaluate":
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:

@@ -1,4 +1,4 @@
-"""Why a copy's bandwidth depends on how it is timed: the CPU roofline's copy (`evaluator/cpu_peaks.py`) measured
+"""Why a copy's bandwidth depends on how it is timed: the CPU roofline's copy (`evaluator/device/cpu_peaks.py`) measured
 several ways side by side, in shuffled rounds.
 
 The stored copy bandwidth is the memory bound of every CPU kernel's roofline fraction, and until 2026-11-24 it was a
@@ -29,15 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 
 import torch  # noqa: E402
 
-from evaluator.cpu_peaks import COPY_BYTES, _library, copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.device.cpu_peaks import COPY_BYTES, _library, copy_like, measure_cpu_peaks  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
-from evaluator.timing import CallTimer  # noqa: E402
+from evaluator.worker.timing import CallTimer  # noqa: E402
 
 MIB = 1 << 20
 

@@ -1,5 +1,5 @@
 """How long drawing a task's fresh inputs takes: PyTorch's own draws against the fast draws' library
-(`evaluator/fast_draws.py`), side by side in shuffled rounds, with the workers' OpenMP settings and thread count.
+(`evaluator/worker/fast_draws.py`), side by side in shuffled rounds, with the workers' OpenMP settings and thread count.
 
 Every timed call of an evaluation draws fresh inputs, so at a native benchmark size the draw is part of each call's
 wall time (not of its timed time): it decides how many calls fit in a side's time cap. Timed here: 8 million
@@ -27,16 +27,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 
 import torch  # noqa: E402
 
-from evaluator import heap  # noqa: E402
-from evaluator.fast_draws import FastDraws  # noqa: E402
+from evaluator.worker import heap  # noqa: E402
+from evaluator.worker.fast_draws import FastDraws  # noqa: E402
 from evaluator import harness_library  # noqa: E402
-from evaluator.task_runtime import TaskRuntime, _redraw  # noqa: E402
+from evaluator.worker.task_runtime import TaskRuntime, _redraw  # noqa: E402
 
 VALUES = 1984 * 4096
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from evaluator import Candidate, EvalConfig, LocalEvaluator, load_task
-from evaluator.heap import keep_freed_memory
+from evaluator.worker.heap import keep_freed_memory
 
 TASK = """import torch
 import torch.nn as nn
@@ -87,7 +87,7 @@ def main() -> None:
         task = load_task(path)
     cand = Candidate.from_source(NATIVE_CANDIDATE if args.backend == "cpp" else CANDIDATE)
     cfg = EvalConfig(device="cpu", max_timing_s=args.timing_s, warmup_ms=5.0, profile=False, sandbox=args.sandbox)
-    keep_freed_memory()  # as opforge's own driving processes do (evaluator/heap.py)
+    keep_freed_memory()  # as opforge's own driving processes do (evaluator/worker/heap.py)
     ev = LocalEvaluator(sandbox=args.sandbox)
     t0 = time.perf_counter()
     first = ev.evaluate(task, cand, cfg)

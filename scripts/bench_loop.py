@@ -10,7 +10,7 @@ comment line) so that proposing costs nothing and the figure measures the loop a
 `--backend cpp` evaluates the task's native seed and its tuner neighbours; `--shape small` runs the task at its
 `INTERPRETER_SHAPE` (small kernels: the harness, not the kernel, is then the cost). For the local runner the table
 also gives the timed phase's fill: the share of the wall time during which an evaluation held the machine's timed
-phase (`evaluator/device_lock.py`), i.e. how busy the loop keeps the timing resource.
+phase (`evaluator/device/lock.py`), i.e. how busy the loop keeps the timing resource.
 
 Prints a Markdown table (with the command, the date and the machine) for docs/PERFORMANCE.md.
 """
@@ -35,9 +35,9 @@ from agents.tuner import neighbours  # noqa: E402
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate, load_task  # noqa: E402
 from evaluator.result import DeviceInfo, Timing  # noqa: E402
-from evaluator.evaluate import LocalEvaluator  # noqa: E402
-from evaluator.heap import keep_freed_memory  # noqa: E402
-from evaluator.pool import LocalRunner, RayRunner, Runner  # noqa: E402
+from evaluator.driver.evaluate import LocalEvaluator  # noqa: E402
+from evaluator.worker.heap import keep_freed_memory  # noqa: E402
+from evaluator.driver.pool import LocalRunner, RayRunner, Runner  # noqa: E402
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
 from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run  # noqa: E402
@@ -92,7 +92,7 @@ class PhaseClock:
 
 def make_runner(kind: str, workers: int, phases: PhaseClock) -> Runner:
     if kind == "local":
-        keep_freed_memory()  # as `opforge optimize --runner local` does (evaluator/heap.py)
+        keep_freed_memory()  # as `opforge optimize --runner local` does (evaluator/worker/heap.py)
         return LocalRunner(workers, evaluator=LocalEvaluator(phase_observer=phases))
     if kind == "ray":
         return RayRunner(workers=workers)
@@ -149,7 +149,7 @@ def bench(kind: str, task: Task, seed: Candidate, evals: int, workers: int, cfg:
 
 def small_task(task_path: Path, folder: Path) -> Path:
     """A copy of the task whose module values are its INTERPRETER_SHAPE's (appended: `get_inputs` reads them late)."""
-    from evaluator.task_runtime import TaskRuntime
+    from evaluator.worker.task_runtime import TaskRuntime
     source = task_path.read_text()
     shape = getattr(TaskRuntime(source, task_path.stem, "cpu", True).module, "INTERPRETER_SHAPE", None) or {}
     out = folder / task_path.name

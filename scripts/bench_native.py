@@ -5,14 +5,14 @@ backend; its compile time is not counted) and the native seed `NAME.cpp.py`, tim
 interleaved round by round at the task's own (native-scale) benchmark shape, medians reported, with the evaluator's
 OpenMP settings (passive waiting) and its timer (inputs past a core's L2 read from memory, not from a cache that just
 held them). Each seed's output is checked against the reference first (the task's tolerance). The roofline is the task's least work
-(`evaluator/task_work.py`: bytes moved once, FLOPs from PyTorch's counter) at this CPU's measured copy bandwidth and
-peak FP32 FLOP/s (`evaluator/cpu_peaks.py`). Beside it, "of copy" times the same OpenMP copy moving the task's bytes
+(`evaluator/measure/task_work.py`: bytes moved once, FLOPs from PyTorch's counter) at this CPU's measured copy bandwidth and
+peak FP32 FLOP/s (`evaluator/device/cpu_peaks.py`). Beside it, "of copy" times the same OpenMP copy moving the task's bytes
 (`copy_like`) in the same rounds as the kernels: a side-by-side yardstick for memory-bound tasks, measured under the
 same load and allocator state as the seed, where the peak is a best-of taken once at the start. "over eager", "over
 compile" and "of copy" are medians of the per-round ratios (both sides of a round see the same load); the ms
 columns are each side's median. Build time per seed
 is the cold build of its `load_c` call in an empty cache. The C heap keeps what it frees (`--heap kept`, the default;
-`evaluator/heap.py`): in one process, eager PyTorch's freed temporaries otherwise decide whether the seed's and the
+`evaluator/worker/heap.py`): in one process, eager PyTorch's freed temporaries otherwise decide whether the seed's and the
 copy's outputs are fresh pages, which cost more than the memory traffic the roofline counts; each side's median page
 faults a call are printed beside its time.
 
@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 
@@ -59,12 +59,12 @@ import torch  # noqa: E402
 from benchmarks import builtin_task, seed_path, suite_tasks  # noqa: E402
 from benchmarks.seed_build import MARCH_LEVELS, build_seeds_for  # noqa: E402
 from evaluator import load_task  # noqa: E402
-from evaluator.cpu_peaks import CpuPeaks, copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.device.cpu_peaks import CpuPeaks, copy_like, measure_cpu_peaks  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
-from evaluator.heap import keep_freed_memory, minor_faults  # noqa: E402
-from evaluator.native_build import CACHE_ENV  # noqa: E402
-from evaluator.task_work import task_work  # noqa: E402
-from evaluator.timing import CallTimer  # noqa: E402
+from evaluator.worker.heap import keep_freed_memory, minor_faults  # noqa: E402
+from evaluator.build.native_build import CACHE_ENV  # noqa: E402
+from evaluator.measure.task_work import task_work  # noqa: E402
+from evaluator.worker.timing import CallTimer  # noqa: E402
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +274,7 @@ def main() -> int:
     parser.add_argument("--timing-s", type=float, default=0.5, help="--timing-s for --tuner (default 0.5)")
     parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
                         help="kept (default): the C heap keeps freed memory, so no side's output is fresh pages "
-                             "because of what another side freed (evaluator/heap.py); glibc: its defaults")
+                             "because of what another side freed (evaluator/worker/heap.py); glibc: its defaults")
     parser.add_argument("--march", metavar="LEVEL", choices=MARCH_LEVELS,
                         help="build the seeds for LEVEL instead of this CPU (-march=native); x86-64-v3 on a CPU with "
                              "AVX-512 times the portable paths that a CPU without it runs (the seeds' table only, not "
@@ -300,7 +300,7 @@ def main() -> int:
     print(f"Machine: {machine()}  ")
     if args.march:
         print(f"Seeds built with `-march={args.march}` in place of `-march=native`  ")
-    print(f"Heap: {'kept (no fresh pages for outputs after warm-up; evaluator/heap.py)' if kept else 'glibc defaults'}"
+    print(f"Heap: {'kept (no fresh pages for outputs after warm-up; evaluator/worker/heap.py)' if kept else 'glibc defaults'}"
           f"; load average {load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end  ")
     print(f"Measured peaks: copy {peaks.copy_gbps:.1f} GB/s, FP32 FMA {peaks.peak_gflops:.0f} GFLOP/s "
           f"({peaks.threads} threads)  ")

@@ -75,10 +75,10 @@ print(time.perf_counter() - t0)
 STAGE = """
 import sys, time
 import torch
-from evaluator.build_cache import BuildCache
-from evaluator.cpu_extension import CpuExtensionSpec
-from evaluator.cpu_extension_build import toolchain
-from evaluator.cuda_build import load_extension
+from evaluator.build.cache import BuildCache
+from evaluator.build.cpu_extension import CpuExtensionSpec
+from evaluator.build.cpu_extension_build import toolchain
+from evaluator.build.cuda import load_extension
 cache = BuildCache.open(sys.argv[2])
 spec = CpuExtensionSpec.from_call("gelu_stage", [sys.argv[1]], {"functions": ["gelu"], "extra_cflags": sys.argv[3:]})
 t0 = time.perf_counter()

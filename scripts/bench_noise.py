@@ -31,13 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import EvalConfig, LocalEvaluator, load_candidate, load_task  # noqa: E402
-from evaluator import memory_conditions  # noqa: E402
+from evaluator.worker import memory_conditions  # noqa: E402
 
 
 def cv_percent(values: list[float]) -> float:
@@ -49,7 +49,7 @@ BLOCKS: list[tuple[str, list[float]]] = []  # with --samples: (side, the block's
 
 def record_blocks() -> None:
     """Wrap the driver's timing block so that each block's per-call samples are kept, labelled by side."""
-    import evaluator.measure as measure_mod
+    import evaluator.measure.blocks as measure_mod
 
     block = measure_mod._block
 
@@ -135,7 +135,7 @@ def _side_by_side(task_name: str):  # noqa: ANN202 - (model, seed module instanc
     native.load_state_dict(model.state_dict())
     inputs = task.get_inputs()
     from evaluator.harness_library import local_flush
-    from evaluator.timing import CallTimer
+    from evaluator.worker.timing import CallTimer
     timer = CallTimer(torch.device("cpu"), flush=local_flush())  # the evaluator's timer and cold-cache rule
     timer.calibrate()
     return model, native, inputs, timer
@@ -184,8 +184,8 @@ def windows(task_name: str, count: int, window_s: float) -> None:
     for seconds, while eager stayed within 0.5%). Beside them, where the task's bytes are known, the same bytes
     copied (`copy_like`, bench_native's "of copy" yardstick): the memory bandwidth the machine gave this process in
     each window, and how closely each side's time follows it."""
-    from evaluator.cpu_peaks import copy_like
-    from evaluator.task_work import task_work
+    from evaluator.device.cpu_peaks import copy_like
+    from evaluator.measure.task_work import task_work
 
     model, native, inputs, timer = _side_by_side(task_name)
     calls = {"eager": (model, inputs), "native": (native, inputs)}

@@ -5,7 +5,7 @@ evaluator's timer (cold-cache rule included) on the same input values held in th
 allocation (the C heap, as in a worker), a private anonymous mapping advised to use 2 MiB pages (MADV_HUGEPAGE), and
 one advised not to (MADV_NOHUGEPAGE, 4 KiB pages). The AnonHugePages the process holds are printed before and after:
 on a host whose transparent huge pages are `never`, the 2 MiB variant gets none. The evaluator's workers run with
-4 KiB pages whatever the host says (evaluator/memory_conditions.py); this shows what that holds fixed.
+4 KiB pages whatever the host says (evaluator/worker/memory_conditions.py); this shows what that holds fixed.
 
     .venv/bin/python scripts/bench_pages.py --tasks relu,softmax --rounds 40
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 
@@ -34,9 +34,9 @@ import torch  # noqa: E402
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
-from evaluator.heap import keep_freed_memory  # noqa: E402
-from evaluator.memory_conditions import host_thp_setting  # noqa: E402
-from evaluator.timing import CallTimer  # noqa: E402
+from evaluator.worker.heap import keep_freed_memory  # noqa: E402
+from evaluator.worker.memory_conditions import host_thp_setting  # noqa: E402
+from evaluator.worker.timing import CallTimer  # noqa: E402
 
 MADV_HUGEPAGE, MADV_NOHUGEPAGE = 14, 15
 HUGE_BYTES = 2 << 20

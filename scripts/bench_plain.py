@@ -120,11 +120,11 @@ def opforge_ms(task_path: Path, seed: Path) -> tuple[float, float, str]:
 
 
 def main() -> int:
-    from evaluator.zygote_env import openmp_environment
+    from evaluator.sandbox.zygote_env import openmp_environment
     os.environ.update(openmp_environment())  # this process drives evaluations: the workers' settings
     from benchmarks import builtin_task, seed_path, suite_tasks
-    from evaluator.heap import keep_freed_memory
-    from evaluator.memory_conditions import host_thp_setting
+    from evaluator.worker.heap import keep_freed_memory
+    from evaluator.worker.memory_conditions import host_thp_setting
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="", help="comma-separated built-in task names (default: every built-in "

@@ -6,8 +6,8 @@ built and checked against the reference, then timed in the same rounds as the Op
 read from memory). On a shared machine the rounds see the same load, so the per-round ratio after/before is the figure
 to read: its median is printed beside the medians and minima of each side, and so is each seed's per-round ratio
 to eager PyTorch (medians of eager / seed). The roofline fraction is the task's least
-bytes at the copy bandwidth measured at the start (`evaluator/cpu_peaks.py`), as in `scripts/bench_native.py`, and
-as there the C heap keeps what it frees (`--heap kept`, `evaluator/heap.py`).
+bytes at the copy bandwidth measured at the start (`evaluator/device/cpu_peaks.py`), as in `scripts/bench_native.py`, and
+as there the C heap keeps what it frees (`--heap kept`, `evaluator/worker/heap.py`).
 
     .venv/bin/python scripts/bench_seed_ab.py --tasks avg_pool2d,swiglu
     .venv/bin/python scripts/bench_seed_ab.py --tasks col_sum --before HEAD~3 --budget-s 6
@@ -33,7 +33,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
+from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (light: imports no torch)
 
 os.environ.update(openmp_environment())  # the workers' OpenMP settings, before torch loads libgomp
 
@@ -42,11 +42,11 @@ import torch  # noqa: E402
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from benchmarks.seed_build import MARCH_LEVELS, build_seeds_for  # noqa: E402
 from evaluator import load_task  # noqa: E402
-from evaluator.cpu_peaks import copy_like, measure_cpu_peaks  # noqa: E402
+from evaluator.device.cpu_peaks import copy_like, measure_cpu_peaks  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
-from evaluator.heap import keep_freed_memory  # noqa: E402
-from evaluator.task_work import task_work  # noqa: E402
-from evaluator.timing import CallTimer  # noqa: E402
+from evaluator.worker.heap import keep_freed_memory  # noqa: E402
+from evaluator.measure.task_work import task_work  # noqa: E402
+from evaluator.worker.timing import CallTimer  # noqa: E402
 
 
 def _module(path: Path, name: str) -> ModuleType:
@@ -134,7 +134,7 @@ def main() -> int:
     parser.add_argument("--shape", default="task", choices=("task", "small"),
                         help="small: each task at its INTERPRETER_SHAPE (as `scripts/bench_loop.py --shape small`)")
     parser.add_argument("--heap", choices=("kept", "glibc"), default="kept",
-                        help="kept (default): the C heap keeps freed memory (evaluator/heap.py); glibc: its defaults")
+                        help="kept (default): the C heap keeps freed memory (evaluator/worker/heap.py); glibc: its defaults")
     parser.add_argument("--march", metavar="LEVEL", choices=MARCH_LEVELS,
                         help="build both seeds for LEVEL instead of this CPU (-march=native); x86-64-v3 on a CPU with "
                              "AVX-512 times the portable paths that a CPU without it runs")

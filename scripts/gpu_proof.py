@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from evaluator import EvalConfig  # noqa: E402
-from evaluator.evaluate import LocalEvaluator  # noqa: E402
-from evaluator.heap import keep_freed_memory  # noqa: E402
+from evaluator.driver.evaluate import LocalEvaluator  # noqa: E402
+from evaluator.worker.heap import keep_freed_memory  # noqa: E402
 
 import gpu_proof_claims  # noqa: E402 - issue 15's parts (warmup, calibration, cap, lock), beside this script
 from gpu_proof_cases import TIMER_CASES, Case, case_task, per_call_median_ms, sized_source  # noqa: E402, F401
@@ -65,7 +65,7 @@ class Context:
         self.json_path, self.md_path = self.out / "gpu_proof.json", self.out / "gpu_proof.md"
         self.data: dict[str, Any] = json.loads(self.json_path.read_text()) if self.json_path.exists() else {}
         self.env: dict[str, Any] | None = self.data.get("env")
-        keep_freed_memory()  # as opforge's own driving processes do (evaluator/heap.py)
+        keep_freed_memory()  # as opforge's own driving processes do (evaluator/worker/heap.py)
         self.evaluator = LocalEvaluator(args.sandbox)
         self.data["runs"] = self.data.get("runs", []) + [{
             "command": " ".join(shlex.quote(a) for a in ["python3", *sys.argv]),

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_candidate
-from evaluator.evaluate import LocalEvaluator
+from evaluator.driver.evaluate import LocalEvaluator
 from evaluator.task import task_from_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +146,7 @@ NCU_UNITS_MS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
 def ncu_median_ms(task: Task, candidate: Candidate, workdir: Path, calls: int = 20) -> float | None:
     """`ncu`'s gpu__time_duration per call of the candidate (its kernels summed), median over `calls` calls; the
     clocks as the card runs them (`--clock-control none`) and L2 flushed before each kernel (ncu's default)."""
-    from evaluator.ncu import ncu_path
+    from evaluator.profile.ncu import ncu_path
 
     ncu = ncu_path()
     if ncu is None:

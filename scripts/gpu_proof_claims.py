@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import Candidate, EvalConfig, Status
-from evaluator.evaluate import LocalEvaluator
+from evaluator.driver.evaluate import LocalEvaluator
 from evaluator.task import task_from_source
 
 RELU_TASK = """import torch
@@ -62,8 +62,8 @@ HOG = ("if x.is_cuda and not hasattr(self, 'hog'):\n"
 def part_warmup(ctx: Any) -> dict[str, Any]:
     import torch
 
-    from evaluator import device_warmup
-    from evaluator.guards import Guards
+    from evaluator.worker import device_warmup
+    from evaluator.worker.guards import Guards
     steps = device_warmup.warm_up(ctx.device)
     guards = Guards()
     guards.take_snapshot()
@@ -86,7 +86,7 @@ def part_warmup(ctx: Any) -> dict[str, Any]:
 def part_calibration(ctx: Any) -> dict[str, Any]:
     import torch
 
-    from evaluator.timing import CallTimer
+    from evaluator.worker.timing import CallTimer
     device = torch.device(ctx.device)
     timer = CallTimer(device)
     overhead = timer.calibrate()

@@ -164,7 +164,7 @@ def part_energy(ctx: "Context") -> dict[str, Any]:
             calls = 0
             with PowerSampler() as sampler:
                 i0, ti = sampler.energy_mj(), time.perf_counter()
-                time.sleep(1.0)  # idle power, taken off as opforge's energy loop does (evaluator/energy.py)
+                time.sleep(1.0)  # idle power, taken off as opforge's energy loop does (evaluator/measure/energy.py)
                 idle_w = (sampler.energy_mj() - i0) / 1e3 / (time.perf_counter() - ti)
                 e0, t0 = sampler.energy_mj(), time.perf_counter()
                 while time.perf_counter() - t0 < 5.0:
@@ -217,7 +217,7 @@ def cuda_variants(count: int) -> list[Candidate]:
 def part_loop(ctx: "Context") -> list[dict[str, Any]]:
     from bench_loop import InstantProposer
 
-    from evaluator.pool import LocalRunner
+    from evaluator.driver.pool import LocalRunner
     from opforge.run.config import RunConfig
     from opforge.run.proposals import Proposing
     from opforge.run.search import Budget, Search, SearchSettings, start_run
@@ -274,8 +274,8 @@ def memory_bound(flops: float, min_bytes: int, env: dict[str, Any]) -> bool:
 
 def part_sol(ctx: "Context") -> list[dict[str, Any]]:
     from agents.tuner import TuneProposer
-    from evaluator.pool import LocalRunner
-    from evaluator.task_work import task_work
+    from evaluator.driver.pool import LocalRunner
+    from evaluator.measure.task_work import task_work
     from opforge.run.config import RunConfig
     from opforge.run.proposals import Proposing
     from opforge.run.search import Budget, Search, SearchSettings, start_run

@@ -11,7 +11,7 @@ from typing import Sequence
 from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session
 
-from evaluator import speedup_noise
+from evaluator.measure import speedup_noise
 from evaluator.result import Status
 from store.codec import (
     CANDIDATE_COLUMNS,
@@ -173,7 +173,7 @@ def of_backend(backend: str):  # noqa: ANN201 - a SQL condition
 def archive(session: Session, device: str | None, exclude_run_id: int | None,
             backend: str | None = None) -> list[ArchiveEntry]:
     """Each task's fastest correct evaluation (optionally on one device name, of one backend, not measured by one
-    run), fastest by the rule a search names its best with (`evaluator.speedup_noise`): of the evaluations within
+    run), fastest by the rule a search names its best with (`evaluator.measure.speedup_noise`): of the evaluations within
     noise of the highest speedup, the earliest candidate's."""
     stmt = select(*EVALUATION_COLUMNS).where(E.c.status == Status.OK.value, E.c.speedup.is_not(None))
     if backend is not None:

@@ -233,7 +233,7 @@ class DevicePeaks:
     peak_gflops: float
     threads: int
     measured_at: datetime
-    method: str | None = None  # `evaluator.cpu_peaks.METHOD` when measured; None: by a method before it was kept
+    method: str | None = None  # `evaluator.device.cpu_peaks.METHOD` when measured; None: by a method before it was kept
 
 
 @dataclass(frozen=True, slots=True)

@@ -266,7 +266,7 @@ class ConfirmationRow(Base):
 
 
 class DevicePeakRow(Base):
-    """A device's measured speed of light (`evaluator/cpu_peaks.py`): one row per device name, as verdicts name it."""
+    """A device's measured speed of light (`evaluator/device/cpu_peaks.py`): one row per device name, as verdicts name it."""
 
     __tablename__ = "device_peaks"
 

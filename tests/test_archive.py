@@ -18,7 +18,7 @@ from agents.prompting import DeviceFacts
 from agents.proposal import Scored
 from agents.tuner import TuneProposer
 from evaluator import Candidate, EvalConfig, load_candidate, load_task
-from evaluator.pool import LocalRunner
+from evaluator.driver.pool import LocalRunner
 from opforge.run import archive
 from opforge.reports.run_summary import run_report
 from opforge.run.config import RunConfig
@@ -120,7 +120,7 @@ def test_an_inspiration_from_a_related_task_is_labelled_as_such_in_the_crossover
 def _slow_seed() -> Candidate:
     """The relu seed with blocks of 64: 16x the programs of its usual 1024, so that under the interpreter the usual
     seed is ~16x faster; a tuner neighbour (2x the block) is not beyond the noise a loaded 2-core machine puts on
-    the reference's microsecond calls, and a search names a new best only beyond it (`evaluator.speedup_noise`)."""
+    the reference's microsecond calls, and a search names a new best only beyond it (`evaluator.measure.speedup_noise`)."""
     source = SEED.read_text()
     assert "BLOCK_SIZE=1024" in source
     return Candidate.from_source(source.replace("BLOCK_SIZE=1024", "BLOCK_SIZE=64"), origin="seed")

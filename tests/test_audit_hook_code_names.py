@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent('''
     import json, sys, types, os
-    from evaluator import audit_hook
+    from evaluator.worker import audit_hook
     refusals = []
     audit_hook.install(refusals, "candidate")
     library = os.__file__  # a trusted file: the standard library

@@ -1,6 +1,6 @@
 """The audit hook trusts a frame by the file its code names; a library's code object run with the candidate's globals
 (`types.FunctionType`), a frame user whose module was patched, and a frame user called through a chain it does not
-allow are candidate code all the same (`evaluator/library_globals.py`). Library code alone on the stack (a finalizer
+allow are candidate code all the same (`evaluator/worker/library_globals.py`). Library code alone on the stack (a finalizer
 run from the harness's frames) gets no frames but a frame user's, and a frame user only for the calls its own code
 makes (not a builtin that C calls for the candidate while the frame user is the nearest frame). The hook's cases run
 in a child process: an audit hook cannot be removed."""
@@ -14,14 +14,14 @@ import textwrap
 import types
 from pathlib import Path
 
-from evaluator.library_globals import GenuineGlobals, ModuleFingerprint
+from evaluator.worker.library_globals import GenuineGlobals, ModuleFingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent('''
     import json, sys, types
     import torch, torch._library.utils as library_utils, torch._jit_internal as jit_internal
-    from evaluator import audit_hook
+    from evaluator.worker import audit_hook
     refusals = []
     audit_hook.install(refusals, "candidate")
     inspect_module = library_utils.inspect

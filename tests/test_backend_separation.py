@@ -78,7 +78,7 @@ def test_leaderboard_keeps_cpu_and_gpu_benches_of_one_agent_and_device_apart(sto
 
 def test_roofline_bounds_come_from_the_right_table():
     from agents.cpu_facts import MeasuredRoofline
-    from evaluator.task_work import TaskWork
+    from evaluator.measure.task_work import TaskWork
     from opforge.reports.roofline import floor_ms, fraction
 
     work = TaskWork(flops=0.0, min_bytes=40_000_000)

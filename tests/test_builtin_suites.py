@@ -26,7 +26,7 @@ if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the
 
 from agents.tuner import describe_tunables, neighbours  # noqa: E402
 from benchmarks import SUITES_DIR, builtin_task, list_suites, seed_for, seed_path, suite_tasks  # noqa: E402
-from evaluator.policy import check_source  # noqa: E402
+from evaluator.verify.policy import check_source  # noqa: E402
 
 TINY_NAMES = {
     "relu", "gelu_tanh", "add_mul", "softmax", "layernorm", "rmsnorm", "row_sum", "matmul_bias", "mse_loss",

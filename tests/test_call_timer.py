@@ -9,10 +9,10 @@ import statistics
 import pytest
 import torch
 
-from evaluator import timing
-from evaluator.connection import Refused
-from evaluator.clock_checks import _refuse_work_left_running
-from evaluator.measure import SideRecord
+from evaluator.worker import timing
+from evaluator.driver.connection import Refused
+from evaluator.measure.clock_checks import _refuse_work_left_running
+from evaluator.measure.blocks import SideRecord
 
 
 class RecordingClock:
@@ -234,8 +234,8 @@ def test_a_prepared_eviction_buffer_is_shared_by_every_cpu_timer(monkeypatch):
 
 def test_the_time_cap_ends_a_side_only_past_its_floor_of_samples_and_blocks():
     from evaluator.config import EvalConfig
-    from evaluator.block_sizes import MIN_BLOCKS
-    from evaluator.measure import FLOOR_CAP_FACTOR
+    from evaluator.measure.block_sizes import MIN_BLOCKS
+    from evaluator.measure.blocks import FLOOR_CAP_FACTOR
     cfg = EvalConfig(max_timing_s=1.0, min_reps=10)
     rec = SideRecord(samples_ms=[50.0, 200.0, 51.0], spent_s=1.5, blocks=MIN_BLOCKS)
     assert not rec.done(cfg)  # three noisy samples: a median of them is no figure, whatever the cap says
@@ -255,13 +255,13 @@ class _ClockConn:
         self.rate, self.start = rate, timing.now_ms()
 
     def request_as(self, cmd, kind, timeout_s, what):  # noqa: ANN001, ANN201
-        from evaluator.worker_replies import parse
+        from evaluator.wire.replies import parse
         return parse({"status": "clock", "now_ms": (timing.now_ms() - self.start) * self.rate}), []
 
 
 def test_a_worker_clock_that_stands_still_while_the_reference_is_timed_is_refused():
     import time
-    from evaluator.clock_checks import CandidateClock
+    from evaluator.measure.clock_checks import CandidateClock
     for rate, refused in ((1.0, False), (0.004, True)):
         clock = CandidateClock(_ClockConn(rate), 10.0)  # type: ignore[arg-type]
         for _ in range(3):
@@ -288,7 +288,7 @@ def test_the_clock_cross_check_compares_blocks_that_ran_side_by_side():
     """Load came and went (+2 ms a call in the second and fourth pair of blocks). The reference's quiet blocks ran
     long and its loaded ones short, the candidate's the other way round: pooled, the two sides' walls come from
     different moments and an honest 10x reads as a candidate slower than its own timer says. Pair by pair it is not."""
-    from evaluator.clock_checks import ClockDisagreement, _cross_check
+    from evaluator.measure.clock_checks import ClockDisagreement, _cross_check
     windows = [(300, 16, 0.0), (16, 300, 2.0), (300, 16, 0.0), (16, 300, 2.0)]  # ref calls, cand calls, load
     ref = _blocks(*[(r, 5.5 + load) for r, _, load in windows])
     ref.samples_ms = [5.0] * 20
@@ -317,7 +317,7 @@ def test_a_timer_that_claims_part_of_each_call_is_refused_by_the_driver_clock_ar
     of it (2x, against a 4 ms reference), under twice what the whole cycles' walls implied, which let it through.
     Around each call, the driver's clock saw 1.6 ms more than the timer claimed, where the reference's calls show
     0.3 ms; the machine's load, different for every call, stretches both figures of a call alike."""
-    from evaluator.clock_checks import ClockDisagreement, _cross_check
+    from evaluator.measure.clock_checks import ClockDisagreement, _cross_check
     rng = random.Random(5)
     load = [rng.choice([0.0, 0.0, 1.5]) for _ in range(60)]
     ref = _calls([4.0] * 60, 0.3, load)
@@ -332,7 +332,7 @@ def test_a_timer_that_claims_part_of_each_call_is_refused_by_the_driver_clock_ar
 def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
     """The reference settles after its third block, the candidate needs six: the reference keeps pace with blocks of
     its own, so no two candidate blocks run back to back inside one burst of the machine's other work."""
-    from evaluator import measure
+    from evaluator.measure import blocks as measure
     from evaluator.config import EvalConfig
     order: list[str] = []
 

@@ -46,7 +46,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator import EvalConfig, Status, evaluate, load_candidate, load_task
+from evaluator import EvalConfig, Status, load_candidate, load_task
+from evaluator.driver import evaluate
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
@@ -418,7 +419,7 @@ def test_files_are_closed_without_bubblewrap_too(header: Header, monkeypatch: py
     working directory (not the repository, the home directory or site-packages)."""
     import dataclasses
 
-    from evaluator.landlock import abi_version
+    from evaluator.sandbox.landlock import abi_version
     if abi_version() < 1:
         pytest.skip("this kernel has no Landlock: without bubblewrap, a candidate can write where its user can")
     with Canaries(header) as canaries:
@@ -442,7 +443,7 @@ def test_escape_is_closed_under_each_sandbox(header: Header, sandbox: str, monke
     (by an older, weaker build stage) answers for this one."""
     import dataclasses
 
-    from evaluator.bwrap import bwrap_available
+    from evaluator.sandbox.bwrap import bwrap_available
     if sandbox == "bwrap" and not bwrap_available():
         pytest.skip("bubblewrap is not installed or cannot make namespaces here (CI installs it)")
     for name, value in SECRET_CANARIES.items():
@@ -497,15 +498,15 @@ def test_secret_from_environment_never_reaches_the_result(monkeypatch: pytest.Mo
 
 def _lean(params: list) -> list:
     """The CPU cases whose source a cold `opforge eval` gives a candidate zygote without torch._dynamo."""
-    from evaluator.warm_start import may_need_dynamo
+    from evaluator.driver.warm_start import may_need_dynamo
     return [p for p in params if not p.values[0].gpu and not may_need_dynamo(p.values[0].path.read_text())]
 
 
 @pytest.fixture(scope="module")
 def lean_evaluator():
-    from evaluator.build_cache import BuildCache
-    from evaluator.evaluate import LocalEvaluator
-    from evaluator.warm_start import WarmZygotes
+    from evaluator.build.cache import BuildCache
+    from evaluator.driver.evaluate import LocalEvaluator
+    from evaluator.driver.warm_start import WarmZygotes
     evaluator = LocalEvaluator(zygotes=WarmZygotes.for_cache(BuildCache.open(), dynamo=False))
     yield evaluator
     evaluator.close()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, Confirmed
+from evaluator.measure.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, Confirmed
 
-evaluate_module = importlib.import_module("evaluator.evaluate")  # the package exports a function of that name
+evaluate_module = importlib.import_module("evaluator.driver.evaluate")  # the package exports a function of that name
 TESTS = Path(__file__).resolve().parent
 # Every claim counts as suspicious (as a 36x one does), so the reference stays open for the driver's clock.
 CONFIG = EvalConfig(device="cpu", profile=False, max_timing_s=0.3, suspicious_speedup=0.0)

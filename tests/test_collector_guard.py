@@ -1,4 +1,4 @@
-"""The candidate's worker keeps the garbage collector from saving what it frees (`evaluator/collector_guard.py`):
+"""The candidate's worker keeps the garbage collector from saving what it frees (`evaluator/worker/collector_guard.py`):
 `gc.garbage` would hand a candidate its own finished frames, and through their `f_back` the worker's. Run in a child
 process: the guard holds for the rest of the process."""
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent('''
     import gc, importlib.util, json
-    from evaluator import collector_guard
+    from evaluator.worker import collector_guard
 
     def saved_frames(set_debug):
         """Frames a collection under DEBUG_SAVEALL leaves in gc.garbage: a cycle through a finished frame."""

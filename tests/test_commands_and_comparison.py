@@ -10,11 +10,12 @@ import struct
 import pytest
 import torch
 
-from evaluator import task_runtime, wire
-from evaluator.commands import Batch, Built, Exit, Load, NextCall, Run, Time, UnknownCommand, parse
+from evaluator.worker import task_runtime
+from evaluator.wire import frames as wire
+from evaluator.wire.commands import Batch, Built, Exit, Load, NextCall, Run, Time, UnknownCommand, parse
 from evaluator.correctness import CHUNK_VALUES, compare
-from evaluator.task_runtime import _redraw
-from evaluator.wire import Channel, ChannelClosed
+from evaluator.worker.task_runtime import _redraw
+from evaluator.wire.frames import Channel, ChannelClosed
 
 
 @pytest.mark.parametrize("cmd", [

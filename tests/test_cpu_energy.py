@@ -1,4 +1,4 @@
-"""CPU energy from RAPL (`evaluator/cpu_energy.py`) through a fake /sys/class/powercap tree whose counters the test
+"""CPU energy from RAPL (`evaluator/measure/cpu_energy.py`) through a fake /sys/class/powercap tree whose counters the test
 advances: the package and DRAM zones summed (core, uncore and psys left out), a counter's wrap unrolled, idle power
 taken off by `energy.meter_loop`, and one sentence where there is no meter."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.cpu_energy import RaplMeter, absence, rapl_zones
-from evaluator.energy import meter_loop
+from evaluator.measure.cpu_energy import RaplMeter, absence, rapl_zones
+from evaluator.measure.energy import meter_loop
 
 RANGE_UJ = 262_143_328_850  # a real package zone's max_energy_range_uj
 DRAM_RANGE_UJ = 65_712_999_613

@@ -1,4 +1,4 @@
-"""Peak memory on the CPU, read by the driver from each worker's process (`evaluator/cpu_memory.py`): a native kernel
+"""Peak memory on the CPU, read by the driver from each worker's process (`evaluator/measure/cpu_memory.py`): a native kernel
 that allocates an extra buffer per call reads that buffer's size more than an honest one, both sides are measured, and
 the reader of /proc works on a process of this test's own."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import Candidate, EvalConfig, Status, evaluate, load_task
-from evaluator.cpu_memory import ProcessPeak
+from evaluator import Candidate, EvalConfig, Status, load_task
+from evaluator.driver import evaluate
+from evaluator.measure.cpu_memory import ProcessPeak
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = EvalConfig(run_timeout_s=30, compile_timeout_s=60, max_timing_s=0.3)
@@ -139,7 +140,7 @@ def test_a_driver_that_cannot_reset_the_mark_samples_the_resident_set_instead(na
     """A driver that is not root cannot write an undumpable worker's clear_refs (EACCES; its statm stays readable):
     the reset is refused here as it is there, and the figures come from sampling each worker's resident set while
     its calls run, said in the verdict. The extra buffer is still seen within 10%."""
-    from evaluator import cpu_memory
+    from evaluator.measure import cpu_memory
 
     def refused(self: ProcessPeak) -> int:
         raise PermissionError(13, "Permission denied", str(self.clear_refs))

@@ -13,9 +13,9 @@ import torch
 from store_fixtures import CPU, db_url, make_task, ok_result, pg_url, sqlite_url, store
 
 from evaluator import Candidate
-from evaluator.cpu_peaks import METHOD, CpuPeaks, copy_like, measure_cpu_peaks
-from evaluator.device import device_info
-from evaluator.timing import CallTimer
+from evaluator.device.cpu_peaks import METHOD, CpuPeaks, copy_like, measure_cpu_peaks
+from evaluator.device.info import device_info
+from evaluator.worker.timing import CallTimer
 from opforge.reports.leaderboard import leaderboard
 from opforge.run.peaks import ensure_cpu_peaks
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.device_lock import DeviceBusy, DeviceLock, device_key
-from evaluator.evaluate import LocalEvaluator
+from evaluator.device.lock import DeviceBusy, DeviceLock, device_key
+from evaluator.driver.evaluate import LocalEvaluator
 
 ROOT = Path(__file__).resolve().parent.parent
 

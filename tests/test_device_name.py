@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.device import cpu_name, device_info
+from evaluator.device.info import cpu_name, device_info
 
 XEON = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R)   Processor\nflags\t\t: fpu\n"
 EPYC = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n"

@@ -1,4 +1,4 @@
-"""The driver's evaluation branches on a device's rules (`evaluator/device_rules.py`), each named for why it differs,
+"""The driver's evaluation branches on a device's rules (`evaluator/device/rules.py`), each named for why it differs,
 not on the kind's name."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.device_rules import CPU, CUDA, rules
+from evaluator.device.rules import CPU, CUDA, rules
 
 ROOT = Path(__file__).resolve().parent.parent
 KIND_TEST = re.compile(r"""[!=]=\s*["'](?:cpu|cuda)["']""")

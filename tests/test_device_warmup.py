@@ -13,8 +13,9 @@ import types
 import pytest
 import torch
 
-from evaluator import device_warmup, hardening
-from evaluator.guards import Guards, install_compiled_launch_counter
+from evaluator.worker import device_warmup
+from evaluator.worker import hardening
+from evaluator.worker.guards import Guards, install_compiled_launch_counter
 
 
 def _lazy_module(name: str) -> types.ModuleType:
@@ -115,14 +116,14 @@ def test_a_worker_forked_from_a_process_that_called_cuda_says_so(monkeypatch: py
 
 
 def test_gpu_zygotes_count_devices_through_nvml_and_cpu_ones_are_left_alone():
-    from evaluator.zygote_env import zygote_environment
+    from evaluator.sandbox.zygote_env import zygote_environment
     for role in ("reference", "candidate"):
         assert zygote_environment(role, "cuda", {"PATH": "/bin"})["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
         assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in zygote_environment(role, "cpu", {"PATH": "/bin"})
 
 
 def test_the_builders_link_self_test_links_a_shared_library():
-    from evaluator.builder import probe_commands
+    from evaluator.build.builder import probe_commands
     check = probe_commands("check", "nvcc", "g++", ["/torch/lib"])
     assert len(check) == 1 and not any("-shared" in cmd for stage in check for cmd in stage)
     link = probe_commands("link", "nvcc", "g++", ["/torch/lib", "/cuda/lib64"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import dynamo_absent
+from evaluator.worker import dynamo_absent
 from evaluator.result import Status
 
 REPO = Path(__file__).resolve().parent.parent

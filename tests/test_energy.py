@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.energy import EnergyMeter, meter_loop, visible_uuid
+from evaluator.measure.energy import EnergyMeter, meter_loop, visible_uuid
 
 
 class FakeNvml:

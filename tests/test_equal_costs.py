@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from evaluator.commands import Batch, Check, Load, Loop
-from evaluator.guards import Guards
-from evaluator.worker import Worker
+from evaluator.wire.commands import Batch, Check, Load, Loop
+from evaluator.worker.guards import Guards
+from evaluator.worker.loop import Worker
 
 TASK = """import torch
 import torch.nn as nn
@@ -67,7 +67,7 @@ class ScriptedChannel:
 def _earlier_children_are_not_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker runs inside the test process: processes that earlier tests left running (an evaluator's zygotes)
     are this process's children, and not the in-process candidate's."""
-    from evaluator import process_tree
+    from evaluator.sandbox import process_tree
     real = process_tree.live_children
     before = set(real(os.getpid()))
     monkeypatch.setattr(process_tree, "live_children", lambda pid: [p for p in real(pid) if p not in before])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import Candidate, EvalConfig, Status, TaskError, evaluate, load_candidate, load_task
+from evaluator import Candidate, EvalConfig, Status, TaskError, load_candidate, load_task
+from evaluator.driver import evaluate
 from opforge.cli.commands.eval import summary
 
 REPO = Path(__file__).resolve().parent.parent
@@ -145,7 +146,7 @@ def test_a_native_kernel_is_evaluated_cold_and_one_that_reaches_for_dynamo_is_ev
     """`opforge eval` gives a native kernel's zygote no torch._dynamo (0.8 s of a cold evaluation): the seed passes
     there, and a native kernel that imports dynamo after all is evaluated again in a zygote that has it, and says so,
     rather than refused (dynamo imported after the guards is otherwise taken for tampering)."""
-    from evaluator.warm_start import may_need_dynamo
+    from evaluator.driver.warm_start import may_need_dynamo
 
     seed = TINY / "relu.cpp.py"
     assert not may_need_dynamo(seed.read_text()) and may_need_dynamo((TINY / "relu.seed.py").read_text())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator import Candidate, EvalConfig, Status, evaluate, load_task
+from evaluator import Candidate, EvalConfig, Status, load_task
+from evaluator.driver import evaluate
 
 SLOW_REFERENCE = """import time
 import torch

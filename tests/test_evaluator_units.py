@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from evaluator.correctness import compare
-from evaluator.policy import check_source
+from evaluator.verify.policy import check_source
 from evaluator.result import DeviceInfo, EvalResult, Status, Timing
-from evaluator.timing import relative_standard_error
-from evaluator.wire import Channel, ProtocolError
+from evaluator.worker.timing import relative_standard_error
+from evaluator.wire.frames import Channel, ProtocolError
 
 
 def _pair(nonce: str = "n1") -> tuple[Channel, Channel]:
@@ -136,7 +136,7 @@ def test_rse_stopping_rule():
 def test_dispatcher_backstop_names_an_operator_whose_kernels_changed_and_a_mode_left_active():
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from evaluator.guards import Guards
+    from evaluator.worker.guards import Guards
 
     guards = Guards()
     guards.take_snapshot(dispatcher=True)
@@ -158,8 +158,8 @@ def test_dispatcher_backstop_names_an_operator_whose_kernels_changed_and_a_mode_
 
 
 def test_dispatcher_backstop_on_the_zygotes_laid_out_snapshot_names_a_changed_operator_and_lets_meta_kernels_be():
-    from evaluator import dispatch_table
-    from evaluator.guards import Guards
+    from evaluator.worker import dispatch_table
+    from evaluator.worker.guards import Guards
 
     dispatch_table.prime_dispatch_snapshot()  # as a candidate's zygote does before it forks
     guards = Guards()
@@ -185,8 +185,8 @@ def test_dispatcher_backstop_on_the_zygotes_laid_out_snapshot_names_a_changed_op
 
 
 def test_timed_calls_must_launch_every_kernel_a_checked_call_launched():
-    from evaluator.connection import Refused
-    from evaluator.trials import refuse_other_work_when_timed as _refuse_other_work_when_timed
+    from evaluator.driver.connection import Refused
+    from evaluator.verify.trials import refuse_other_work_when_timed as _refuse_other_work_when_timed
 
     _refuse_other_work_when_timed({"triton:k": 2}, {"triton:k": 2, "triton:extra": 1})
     _refuse_other_work_when_timed({}, {})
@@ -222,7 +222,7 @@ def test_workers_close_side_by_side_and_once():
     import threading
     from types import SimpleNamespace
 
-    from evaluator.connection import WorkerConnection, close_all, closed_meanwhile
+    from evaluator.driver.connection import WorkerConnection, close_all, closed_meanwhile
 
     barrier = threading.Barrier(2, timeout=10)
     zygotes = [_BarrierZygote(barrier) for _ in range(2)]

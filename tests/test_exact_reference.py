@@ -1,4 +1,4 @@
-"""Tolerances from the exact answer (`evaluator/exact_reference.py`): a kernel more exact than PyTorch passes, a
+"""Tolerances from the exact answer (`evaluator/worker/exact_reference.py`): a kernel more exact than PyTorch passes, a
 precision downgrade does not, and the plain verdict stands where the exact answer cannot help."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from evaluator.correctness import compare
-from evaluator.exact_reference import judge, no_exact, retriable
+from evaluator.worker.exact_reference import judge, no_exact, retriable
 
 
 def _deep_matmul(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""The fast draws of a task's random inputs on a CPU (`evaluator/fast_draws.py`): the same values in both workers
+"""The fast draws of a task's random inputs on a CPU (`evaluator/worker/fast_draws.py`): the same values in both workers
 whatever their thread count, a seed fixing them, the distributions the task asked for, PyTorch's own draws where the
 call is one the library does not take, and a worker that cannot load the library saying so rather than drawing
 otherwise than the other worker. Built with the machine's real C compiler."""
@@ -11,14 +11,14 @@ import socket
 import pytest
 import torch
 
-from evaluator.commands import Load
-from evaluator.guards import Guards
-from evaluator.wire import Channel
-from evaluator.worker import Worker
-from evaluator.fast_draws import MIN_VALUES, FastDraws
+from evaluator.wire.commands import Load
+from evaluator.worker.guards import Guards
+from evaluator.wire.frames import Channel
+from evaluator.worker.loop import Worker
+from evaluator.worker.fast_draws import MIN_VALUES, FastDraws
 from evaluator.harness_library import library_text, load
-from evaluator import task_runtime
-from evaluator.task_runtime import TaskRuntime
+from evaluator.worker import task_runtime
+from evaluator.worker.task_runtime import TaskRuntime
 
 pytestmark = pytest.mark.skipif(library_text() is None, reason="no C compiler here: inputs are drawn by PyTorch")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.forked_zygote import refusal
-from evaluator.zygote_env import openmp_environment
+from evaluator.sandbox.forked_zygote import refusal
+from evaluator.sandbox.zygote_env import openmp_environment
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "benchmarks" / "tiny"
@@ -35,7 +35,7 @@ def test_only_the_references_zygote_on_a_cpu_is_forked():
 def test_a_fork_needs_torch_imported_one_thread_and_the_zygotes_environment():
     proc = _python("""
         import os, sys, threading
-        from evaluator.forked_zygote import refusal
+        from evaluator.sandbox.forked_zygote import refusal
         print(refusal("reference", "cpu"))  # no torch yet: an exec costs the same
         import torch
         print(refusal("reference", "cpu"))
@@ -66,11 +66,11 @@ def test_an_evaluation_through_a_forked_reference_zygote_gives_its_verdict_and_t
         task: Path, candidate: Path, expected: str):
     proc = _python("""
         import os, sys
-        from evaluator.build_cache import BuildCache
-        from evaluator.warm_start import WarmZygotes
+        from evaluator.build.cache import BuildCache
+        from evaluator.driver.warm_start import WarmZygotes
         zygotes = WarmZygotes.for_cache(BuildCache.open(), flush_ahead=False, fork_reference=True)
         zygotes.warm("cpu", "process", roles=("candidate",))
-        from evaluator.evaluate import LocalEvaluator
+        from evaluator.driver.evaluate import LocalEvaluator
         from evaluator.config import EvalConfig
         from evaluator.task import load_task
         from evaluator.candidate import load_candidate
@@ -81,7 +81,7 @@ def test_an_evaluation_through_a_forked_reference_zygote_gives_its_verdict_and_t
         result = LocalEvaluator(zygotes=zygotes).evaluate(load_task(sys.argv[1]), load_candidate(sys.argv[2]),
                                                           EvalConfig(device="cpu", sandbox="process", max_timing_s=0.3))
         # Read once it has served: right after the fork it may not have left the driver's directory yet.
-        print("forked", b"evaluator.zygote" not in cmdline, os.getpgid(pid) == pid, os.readlink(f"/proc/{pid}/cwd"))
+        print("forked", b"evaluator.worker.zygote" not in cmdline, os.getpgid(pid) == pid, os.readlink(f"/proc/{pid}/cwd"))
         print("status", result.status.value, result.reason[:200])
         zygotes.close()
         print("closed", reference.host_pid is None)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import Candidate, EvalConfig, Status, TaskError, evaluate, load_task
+from evaluator import Candidate, EvalConfig, Status, TaskError, load_task
+from evaluator.driver import evaluate
 
 CANDIDATE = """import torch
 import torch.nn as nn
@@ -72,7 +73,7 @@ def test_a_reference_that_fails_alone_too_is_the_tasks_error(tmp_path: Path):
 
 
 def test_peak_memory_is_taken_from_the_trials_after_the_first():
-    from evaluator.gpu_memory import steady_peak
+    from evaluator.measure.gpu_memory import steady_peak
     first_call_autotunes = [(900, 500), (100, 40), (120, 40), (110, 60)]
     assert steady_peak(first_call_autotunes) == (120, 60)
     assert steady_peak([(900, 500)]) == (900, 500)  # one trial: it is all there is

@@ -1,4 +1,4 @@
-"""evaluator/heap.py: with the C heap kept, a large output freed and allocated again is soon the same memory, not
+"""evaluator/worker/heap.py: with the C heap kept, a large output freed and allocated again is soon the same memory, not
 fresh pages; with glibc's defaults it is fresh pages every time (past 32 MiB glibc maps each allocation afresh). Run
 in child processes: the setting is process-wide and would stay with the test session."""
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import sys
 import torch
-from evaluator.heap import keep_freed_memory, minor_faults
+from evaluator.worker.heap import keep_freed_memory, minor_faults
 kept = keep_freed_memory() if sys.argv[1] == "kept" else False
 faults = []
 for _ in range(16):  # the kept heap settles after a few calls (8 here: allocator bins, small objects between)
@@ -47,7 +47,7 @@ def test_a_kept_heap_reuses_a_large_output_where_glibc_faults_it_in_afresh():
 RESERVE_PROBE = """
 import sys
 import torch
-from evaluator.heap import keep_freed_memory, minor_faults, reserve
+from evaluator.worker.heap import keep_freed_memory, minor_faults, reserve
 keep_freed_memory()
 written = reserve(48 << 20) if sys.argv[1] == "reserve" else 0
 before = minor_faults()
@@ -79,7 +79,7 @@ def test_a_reserved_kept_heap_gives_a_first_large_output_written_pages():
 FORKED_PROBE = """
 import os
 import torch
-from evaluator.heap import _free_heap_bytes, keep_freed_memory, minor_faults, reserve
+from evaluator.worker.heap import _free_heap_bytes, keep_freed_memory, minor_faults, reserve
 keep_freed_memory()
 held = [torch.empty(24 << 18).fill_(1.0) for _ in range(4)]  # 96 MiB the parent writes, then frees: its free heap
 del held
@@ -112,7 +112,7 @@ def test_a_reserve_in_a_forked_worker_copies_the_inherited_free_heap_before_any_
 
 WRITTEN_FREE_PROBE = """
 import torch
-from evaluator.heap import keep_freed_memory, minor_faults, reserve
+from evaluator.worker.heap import keep_freed_memory, minor_faults, reserve
 keep_freed_memory()
 held = [torch.empty(24 << 18).fill_(1.0) for _ in range(8)]  # 192 MiB this process writes, then frees (its trials)
 del held
@@ -139,7 +139,7 @@ def test_a_reserve_grows_the_heap_by_an_output_and_its_copy_past_the_free_memory
 DRIVER_PROBE = """
 import sys
 import torch
-from evaluator.heap import minor_faults
+from evaluator.worker.heap import minor_faults
 from opforge.cli.program import main
 sys.argv = ["opforge", *sys.argv[1:]]
 main()  # a usage error (no such files): what the command's process keeps is set before its command runs
@@ -171,8 +171,8 @@ def test_the_commands_that_drive_evaluations_keep_their_heap(tmp_path, command, 
 RECEIVING_PROBE = """
 import os, socket
 import torch
-from evaluator.heap import keep_freed_memory, malloc_bytes
-from evaluator.wire import Channel
+from evaluator.worker.heap import keep_freed_memory, malloc_bytes
+from evaluator.wire.frames import Channel
 keep_freed_memory()
 a, b = socket.socketpair()
 if os.fork() == 0:  # the worker's side: the same 24 MiB output, six times

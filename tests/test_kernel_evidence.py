@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from evaluator.correctness import compare
-from evaluator.kernel_stores import CopyGrants, StoreLedger
-from evaluator.observer import CallObserver
-from evaluator.task_runtime import _redraw
+from evaluator.worker.kernel_stores import CopyGrants, StoreLedger
+from evaluator.worker.observer import CallObserver
+from evaluator.worker.task_runtime import _redraw
 
 
 def _store(ledger: StoreLedger, t: torch.Tensor, values: torch.Tensor, mask: np.ndarray | None = None) -> None:

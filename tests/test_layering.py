@@ -86,17 +86,19 @@ def test_an_upward_import_is_caught(where: str, source: str, expected: str, tmp_
     assert any(expected in v for v in _violations(path)), _violations(path)
 
 
-# -- no import cycle inside the evaluator -----------------------------------------------------------------------------
+# -- the evaluator's packages: no import cycle, and a worker reaches nothing of the trusted side --------------------
 # Every import counts, those inside a function too: a lazy import still makes the module depend on the other one (it
 # only moves the failure to the first call), so one placed to break a cycle leaves the cycle where it was. Imports
-# under `if TYPE_CHECKING:` do not count: the type checker alone reads them, to name a type in an annotation. The
-# package's `__init__.py` is no node: it imports its public names lazily, by their module's name (PEP 562).
-# The driver's own modules: its launcher, its side of the channel, the evaluation's steps and the build stage. Nothing a
-# worker's process imports (its zygote and everything that imports, directly or not) is one of them: a worker reaching
-# back into the driver is how the evaluator's cycles began.
-DRIVER_MODULES = ("sandbox", "forked_zygote", "warm_start", "pool", "connection", "evaluate", "trials", "measure",
-                  "trusted_inputs", "clock_checks", "energy_loops", "build_stage", "build_cache", "native_stage")
-WORKER_ROOT = "zygote"
+# under `if TYPE_CHECKING:` do not count: the type checker alone reads them, to name a type in an annotation. A
+# package's `__init__.py` is no node: the top one imports its public names lazily, by their module's name (PEP 562),
+# and the sub-packages' hold only their docstring. Modules are named by their path below `evaluator/`
+# (`worker.zygote`, `native`).
+# The trusted side's packages: the driver, its measurements, its correctness and the profilers' drivers. Nothing a
+# worker's process imports (its zygote and everything that imports, directly or not), and no module of `worker/`, is
+# in one of them: a worker reaching back into the driver is how the evaluator's cycles began.
+TRUSTED_PACKAGES = ("driver", "measure", "verify", "profile")
+WORKER_PACKAGE = "worker"
+WORKER_ROOT = "worker.zygote"
 
 
 def _type_only(tree: ast.AST) -> set[int]:
@@ -109,14 +111,17 @@ def _type_only(tree: ast.AST) -> set[int]:
 
 
 def evaluator_imports() -> dict[str, dict[str, int]]:
-    """module -> {module it imports: the line of its first import}, for the evaluator's modules (by bare name)."""
+    """module -> {module it imports: the line of its first import}, for the evaluator's modules (named by their path
+    below `evaluator/`, dotted)."""
     package = ROOT / "evaluator"
-    names = {p.stem for p in package.glob("*.py")} - {"__init__"}
+    names = {".".join(p.relative_to(package).with_suffix("").parts) for p in package.rglob("*.py")
+             if p.name != "__init__.py"}
     graph: dict[str, dict[str, int]] = {}
     for name in sorted(names):
-        path = package / f"{name}.py"
+        path = package / (name.replace(".", "/") + ".py")
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         skip = _type_only(tree)
+        here = ["evaluator"] + name.split(".")[:-1]  # the module's package, for relative imports
         edges: dict[str, int] = {}
         for node in ast.walk(tree):
             if id(node) in skip:
@@ -124,16 +129,17 @@ def evaluator_imports() -> dict[str, dict[str, int]]:
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = "evaluator" if node.level else (node.module or "")
-                if node.level and node.module:
-                    base = f"evaluator.{node.module}"
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
                 targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
             else:
                 continue
             for target in targets:
                 parts = target.split(".")
-                if parts[0] == "evaluator" and len(parts) > 1 and parts[1] in names and parts[1] != name:
-                    edges.setdefault(parts[1], node.lineno)
+                module = ".".join(parts[1:])
+                if parts[0] == "evaluator" and module in names and module != name:
+                    edges.setdefault(module, node.lineno)
         graph[name] = edges
     return graph
 
@@ -204,7 +210,7 @@ def describe(graph: dict[str, dict[str, int]], component: frozenset[str]) -> str
     """One cycle through the component's first module, each step with the line of its import, then its members."""
     first = min(component)
     chain = _path(graph, first, first, component)
-    steps = " -> ".join(f"{a}.py:{graph[a][b]}" for a, b in zip(chain, chain[1:]))
+    steps = " -> ".join(f"{a.replace('.', '/')}.py:{graph[a][b]}" for a, b in zip(chain, chain[1:]))
     return f"{steps} -> {first}  (the cycle's {len(component)} modules: {', '.join(sorted(component))})"
 
 
@@ -248,25 +254,37 @@ def reached(graph: dict[str, dict[str, int]], root: str) -> set[str]:
     return seen
 
 
-def _driver_modules_in_a_worker(graph: dict[str, dict[str, int]]) -> list[str]:
-    """For each driver module a worker's process imports: the chain of imports from the zygote to it."""
-    inside = reached(graph, WORKER_ROOT)
-    return [" -> ".join(_path(graph, WORKER_ROOT, m, inside)) for m in DRIVER_MODULES if m in inside]
+def _trusted(module: str) -> bool:
+    return module.split(".")[0] in TRUSTED_PACKAGES
 
 
-def test_a_worker_imports_no_driver_module() -> None:
+def _trusted_modules_in_a_worker(graph: dict[str, dict[str, int]]) -> list[str]:
+    """For each module of the trusted side that a worker's process imports, or that a module of `worker/` imports:
+    the chain of imports from the zygote (or that module) to it."""
+    problems = []
+    for root in sorted(m for m in graph if m == WORKER_ROOT or m.startswith(WORKER_PACKAGE + ".")):
+        inside = reached(graph, root)
+        problems += [" -> ".join(_path(graph, root, m, inside)) for m in sorted(inside) if _trusted(m)]
+    return sorted(set(problems))
+
+
+def test_a_worker_imports_nothing_of_the_trusted_side() -> None:
     graph = evaluator_imports()
-    assert WORKER_ROOT in graph and set(DRIVER_MODULES) <= set(graph)  # the names still name modules
-    problems = _driver_modules_in_a_worker(graph)
-    assert not problems, "a worker's process imports the driver's modules:\n" + "\n".join(problems)
+    assert WORKER_ROOT in graph and {m.split(".")[0] for m in graph} >= set(TRUSTED_PACKAGES)  # the names still name
+    problems = _trusted_modules_in_a_worker(graph)
+    assert not problems, "a worker's process imports the trusted side's modules:\n" + "\n".join(problems)
 
 
-def test_a_driver_module_a_worker_reaches_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trusted_module_a_worker_reaches_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _plant(tmp_path, {
-        "zygote.py": "def serve():\n    from evaluator import worker\n",
-        "worker.py": "from evaluator.helper import f\n",
-        "helper.py": "def f():\n    from evaluator.measure import fresh_seed  # lazy: it counts\n",
-        "sandbox.py": "from evaluator import zygote  # the driver may import the worker's modules\n",
-        **{f"{m}.py": "" for m in DRIVER_MODULES if m != "sandbox"},
+        "worker/zygote.py": "def serve():\n    from evaluator.worker import loop\n",
+        "worker/loop.py": "from evaluator.helper import f\n",
+        "helper.py": "def f():\n    from evaluator.measure.blocks import fresh_seed  # lazy: it counts\n",
+        "measure/blocks.py": "",
+        "driver/launch.py": "from evaluator.worker import zygote  # the driver may import the worker's modules\n",
+        "worker/timer.py": "from ..verify import trials\n",  # a worker module the zygote does not reach
+        "verify/trials.py": "",
     }, monkeypatch)
-    assert _driver_modules_in_a_worker(graph) == ["zygote -> worker -> helper -> measure"]
+    assert _trusted_modules_in_a_worker(graph) == [
+        "worker.loop -> helper -> measure.blocks", "worker.timer -> verify.trials",
+        "worker.zygote -> worker.loop -> helper -> measure.blocks"]

@@ -1,4 +1,4 @@
-"""The harness's line flush (`evaluator/line_flush.py`), built from its real sources by the system compiler: what
+"""The harness's line flush (`evaluator/worker/line_flush.py`), built from its real sources by the system compiler: what
 it flushes, that flushing loses no data, and that a worker's timer uses it when the driver sends the library."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import socket
 import pytest
 import torch
 
-from evaluator.commands import Load
-from evaluator.guards import Guards
+from evaluator.wire.commands import Load
+from evaluator.worker.guards import Guards
 from evaluator.harness_library import library_text, local, local_flush
-from evaluator.line_flush import KINDS, LineFlush
-from evaluator.wire import Channel
-from evaluator.worker import Worker
+from evaluator.worker.line_flush import KINDS, LineFlush
+from evaluator.wire.frames import Channel
+from evaluator.worker.loop import Worker
 
 pytestmark = pytest.mark.skipif(library_text() is None, reason="no C compiler here: cold calls read a buffer")
 

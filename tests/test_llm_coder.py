@@ -12,7 +12,8 @@ from agents.llm_client import OpenAIClient
 from agents.llm_coder import LLMCoder
 from agents.prompting import DeviceFacts
 from agents.proposal import Scored
-from evaluator import EvalConfig, Status, evaluate, load_candidate, load_task
+from evaluator import EvalConfig, Status, load_candidate, load_task
+from evaluator.driver import evaluate
 
 TINY = Path(__file__).resolve().parent.parent / "benchmarks" / "tiny"
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from evaluator import measure
-from evaluator.commands import Go, NextCall, Time
+from evaluator.measure import blocks as measure
+from evaluator.wire.commands import Go, NextCall, Time
 from evaluator.config import EvalConfig
-from evaluator.contention import CONTENDED_CORES, Round, choose, wants_more_rounds
-from evaluator.other_work import OtherWork, machine_busy_s, own_cpu_s
-from evaluator.worker_replies import parse
+from evaluator.measure.contention import CONTENDED_CORES, Round, choose, wants_more_rounds
+from evaluator.measure.other_work import OtherWork, machine_busy_s, own_cpu_s
+from evaluator.wire.replies import parse
 
 Q, C = 0.0, 1.0  # a quiet round, a round in which another process held a core
 

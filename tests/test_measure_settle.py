@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from evaluator import measure
-from evaluator.clock_checks import CandidateClock
-from evaluator.commands import Clock, Go, NextCall, Time
-from evaluator.connection import Refused
+from evaluator.measure import blocks as measure
+from evaluator.measure.clock_checks import CandidateClock
+from evaluator.wire.commands import Clock, Go, NextCall, Time
+from evaluator.driver.connection import Refused
 from evaluator.config import EvalConfig
-from evaluator.measure import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
+from evaluator.measure.blocks import DEEP_CHECK_BLOCKS, SideRecord, precision_floor_ms
 from evaluator.result import EvalResult, Status, Timing, median_standard_error_ms
-from evaluator.worker_replies import parse
+from evaluator.wire.replies import parse
 
 
 class Quiet:

@@ -1,4 +1,4 @@
-"""evaluator/memory_conditions.py: both workers of a CPU evaluation run with 4 KiB pages and a kept heap, whatever
+"""evaluator/worker/memory_conditions.py: both workers of a CPU evaluation run with 4 KiB pages and a kept heap, whatever
 the host's transparent huge page setting, and the verdict says so. The candidate's side is checked by the honest
 case tests/honest/relu_small_pages.py (test_cheats.py); the reference's here, through a task that reads its own
 process's status. The process-wide settings are made in child processes."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import memory_conditions
-from evaluator.memory_conditions import MemoryConditions, host_thp_setting
+from evaluator.worker import memory_conditions
+from evaluator.worker.memory_conditions import MemoryConditions, host_thp_setting
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tests" / "tasks"
@@ -20,7 +20,7 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl a
 
 PROBE = """
 import ctypes, mmap, os, sys
-from evaluator import memory_conditions
+from evaluator.worker import memory_conditions
 if sys.argv[1] == "apply":
     memory_conditions.apply()
 libc = ctypes.CDLL(None)

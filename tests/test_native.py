@@ -9,8 +9,8 @@ import torch
 
 from evaluator import native
 from evaluator.native import CompilerMissing, NativeBuildError, load_c
-from evaluator.native_build import NativeCache, cache_root
-from evaluator.native_spec import NativeSpec, PrototypeError
+from evaluator.build.native_build import NativeCache, cache_root
+from evaluator.build.native_spec import NativeSpec, PrototypeError
 
 SCALE = r"""
 #include <stdint.h>
@@ -198,7 +198,7 @@ def test_a_damaged_cache_entry_is_rebuilt(private_cache, monkeypatch):
 def test_served_builds_and_counted_launches(monkeypatch):
     """Inside the evaluator's worker: no compiler runs here, the library comes from `serve`'s build as bytes, and a
     call counts as one launch once it returned."""
-    from evaluator.native_build import compile_library
+    from evaluator.build.native_build import compile_library
     asked: list[str] = []
 
     def build(spec):
@@ -231,7 +231,7 @@ def test_a_fast_math_library_leaves_the_loading_process_floats_alone(tmp_path, f
     import sys
     from pathlib import Path
 
-    from evaluator.native_build import compile_library
+    from evaluator.build.native_build import compile_library
     path = compile_library(NativeSpec.from_call("fm", SCALE, ["scale"], flags=flags), Path(tmp_path))
     probe = ("import ctypes, sys\nx = float(sys.argv[2])\nbefore = x * 1e-300\nctypes.CDLL(sys.argv[1])\n"
              "print(before != 0.0, x * 1e-300 != 0.0)")

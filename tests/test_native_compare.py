@@ -9,8 +9,8 @@ import torch
 from evaluator.correctness import compare
 from evaluator.harness_library import native_compare
 from evaluator.native_compare import MIN_VALUES, NativeCompare
-from evaluator.native_build import compiler
-from evaluator.probes import all_finite
+from evaluator.build.native_build import compiler
+from evaluator.verify.probes import all_finite
 
 pytestmark = pytest.mark.skipif(compiler("c") is None, reason="no C compiler builds the harness's library here")
 

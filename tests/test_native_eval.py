@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import Candidate, EvalConfig, EvalResult, Status, evaluate, load_task, policy
+from evaluator import Candidate, EvalConfig, EvalResult, Status, load_task
+from evaluator.driver import evaluate
+from evaluator.verify import policy
 from evaluator.backend import backend_of, runs_in_triton_interpreter
-from evaluator.native_build import NativeCache
-from evaluator.task_runtime import TaskRuntime
+from evaluator.build.native_build import NativeCache
+from evaluator.worker.task_runtime import TaskRuntime
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = EvalConfig(run_timeout_s=20, compile_timeout_s=60, max_timing_s=0.3)
@@ -48,7 +50,7 @@ def native_cache(tmp_path, monkeypatch) -> Path:
     ("from evaluator.native import load_c, _launches", True),
     ("import evaluator.native", True),
     ("from evaluator import native", True),
-    ("from evaluator.native_build import compile_library", True),
+    ("from evaluator.build.native_build import compile_library", True),
     ("import ctypes", True),
 ])
 def test_the_policy_admits_load_c_and_nothing_else_of_the_harness(line, refused):
@@ -136,7 +138,7 @@ def test_load_c_after_the_import_is_one_readable_sentence(native_cache):
 
 
 def test_openmp_settings_are_the_same_for_both_workers(monkeypatch):
-    from evaluator.zygote_env import openmp_environment
+    from evaluator.sandbox.zygote_env import openmp_environment
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert openmp_environment() == {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
     monkeypatch.setenv("OMP_NUM_THREADS", "lots")
@@ -175,7 +177,7 @@ def test_the_cli_summary_names_the_backend_and_no_interpreter_for_native_kernels
 def test_the_ahead_of_time_build_covers_load_c(native_cache, tmp_path):
     """RayRunner's build task (`prebuild`) records load_c calls in a collecting worker and builds them into the cache,
     so the evaluation that follows only loads."""
-    from evaluator.build_stage import prebuild
+    from evaluator.build.stage import prebuild
     task = load_task(TESTS / "tasks" / "relu.py")
     candidate = Candidate.from_source(NATIVE_RELU)
     summaries = prebuild(task, candidate, CONFIG, "check", str(tmp_path / "cuda-cache"))

@@ -25,8 +25,8 @@ if importlib.util.find_spec("benchmarks") is None:  # plain `pytest` without the
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator.native import NativeLibrary  # noqa: E402
-from evaluator.native_build import commands  # noqa: E402
-from evaluator.native_spec import NativeSpec  # noqa: E402
+from evaluator.build.native_build import commands  # noqa: E402
+from evaluator.build.native_spec import NativeSpec  # noqa: E402
 
 GEMM_FAMILY = [
     "matmul_bias", "linear_relu", "matmul_gelu", "matmul_residual", "mlp_gelu", "bmm", "conv1d", "conv2d_3x3",

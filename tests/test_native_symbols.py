@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import native, native_symbols
+from evaluator import native
+from evaluator.build import native_symbols
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = sorted((REPO / "benchmarks").glob("*/*.cpp.py"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluator.ncu import NCU_METRICS, ncu_path, parse_ncu_csv
+from evaluator.profile.ncu import NCU_METRICS, ncu_path, parse_ncu_csv
 
 
 def _csv(rows: list[dict[str, str]]) -> str:
@@ -41,7 +41,8 @@ def test_ncu_output_without_kernels_gives_no_metrics():
 def test_real_kernel_gets_nsight_metrics():
     from pathlib import Path
 
-    from evaluator import EvalConfig, evaluate, load_candidate, load_task
+    from evaluator import EvalConfig, load_candidate, load_task
+    from evaluator.driver import evaluate
     tiny = Path(__file__).resolve().parent.parent / "benchmarks" / "tiny"
     result = evaluate(load_task(tiny / "softmax.py"), load_candidate(tiny / "softmax.seed.py"),
                       EvalConfig(device="cuda", max_timing_s=0.5))

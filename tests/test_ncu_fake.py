@@ -1,5 +1,5 @@
 """Nsight Compute's driver side on the CPU (issue 15, finding 4), with a fake `ncu` on PATH: a script that runs the
-real target process (`python -m evaluator.ncu_target`, hardened as a candidate worker) and writes a CSV as ncu does.
+real target process (`python -m evaluator.profile.ncu_target`, hardened as a candidate worker) and writes a CSV as ncu does.
 Modes: ok, a permission error, a metric it does not know, and a hang that leaves an orphan behind."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import ncu
-from evaluator.commands import Built
-from evaluator.ncu_builds import FileBuildServer, FileChannel
+from evaluator.profile import ncu
+from evaluator.wire.commands import Built
+from evaluator.profile.ncu_builds import FileBuildServer, FileChannel
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = (ROOT / "benchmarks" / "tiny" / "add_mul.py").read_text()
@@ -80,7 +80,7 @@ def test_a_profile_runs_the_hardened_target_and_parses_its_csv(fake_ncu: Path):
     report = _profile()
     assert report.problem is None, report.problem
     assert report.metrics["ncu.kernels"] == 1 and report.metrics["ncu.gpu__time_duration.sum"] == 1000
-    assert "evaluator.ncu_target" in (fake_ncu / "argv").read_text()
+    assert "evaluator.profile.ncu_target" in (fake_ncu / "argv").read_text()
 
 
 @pytest.mark.slow

@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from evaluator.clock_checks import QuietWindow
-from evaluator.connection import Refused
-from evaluator.output_slot import DriverSlot, Layout, Reservoir, WorkerSlot
-from evaluator.wire import ProtocolError
+from evaluator.measure.clock_checks import QuietWindow
+from evaluator.driver.connection import Refused
+from evaluator.wire.output_slot import DriverSlot, Layout, Reservoir, WorkerSlot
+from evaluator.wire.frames import ProtocolError
 
 
 def _pair() -> tuple[DriverSlot, WorkerSlot]:
@@ -135,9 +135,9 @@ def test_windows_in_which_the_driver_did_not_read_are_not_judged():
 
 
 def test_probe_scales_are_drawn_from_a_continuous_range_not_a_fixed_value():
-    from evaluator.probes import SCALE_SPREAD, first_sent
-    from evaluator.commands import Run
-    from evaluator.task_runtime import LARGE_SCALES, NORMAL_SCALE
+    from evaluator.verify.probes import SCALE_SPREAD, first_sent
+    from evaluator.wire.commands import Run
+    from evaluator.worker.task_runtime import LARGE_SCALES, NORMAL_SCALE
     for dist, nominal in (("normal", NORMAL_SCALE), ("large", LARGE_SCALES[0])):
         scales = {first_sent(Run(variant=0, seed=1, distribution=dist)).scale for _ in range(50)}
         assert len(scales) == 50  # no value a kernel could recognise
@@ -147,11 +147,11 @@ def test_probe_scales_are_drawn_from_a_continuous_range_not_a_fixed_value():
 def test_the_two_large_magnitude_trials_fall_on_either_side_of_the_nominal_value_so_no_narrow_window_holds_both():
     """A router that took magnitudes within 3% of 1e5 down an exact path passed 2.7% of evaluations when the probe
     was drawn once: of two, one below and one above by at least LARGE_GAP, no window narrower than the gap holds both."""
-    from evaluator.commands import Run
+    from evaluator.wire.commands import Run
     from evaluator.config import EvalConfig
-    from evaluator.probes import LARGE_GAP, SCALE_SPREAD, first_sent
-    from evaluator.task_runtime import LARGE_SCALES
-    from evaluator.trials import plan
+    from evaluator.verify.probes import LARGE_GAP, SCALE_SPREAD, first_sent
+    from evaluator.worker.task_runtime import LARGE_SCALES
+    from evaluator.verify.trials import plan
     assert sorted(t.side or "" for t in plan(EvalConfig(), 1) if t.distribution == "large") == ["above", "below"]
     nominal = LARGE_SCALES[0]
     for _ in range(50):
@@ -168,9 +168,9 @@ def test_a_worker_that_claims_an_infrastructure_failure_is_refused():
     import socket
     from types import SimpleNamespace
 
-    from evaluator.connection import WorkerConnection
+    from evaluator.driver.connection import WorkerConnection
     from evaluator.result import Status
-    from evaluator.wire import Channel
+    from evaluator.wire.frames import Channel
     ours, theirs = socket.socketpair()
     handle = SimpleNamespace(sock=ours, outputs=DriverSlot())
     conn = WorkerConnection(SimpleNamespace(dynamo=True), handle, "n" * 32, "candidate", "relu")  # type: ignore[arg-type]

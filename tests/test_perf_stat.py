@@ -1,5 +1,5 @@
 """`perf stat` counters for native CPU kernels (issue 19), with a fake `perf` on PATH that runs the real hardened
-target (`python -m evaluator.ncu_target`) and answers perf's control FIFOs as perf does; modes: ok, no hardware
+target (`python -m evaluator.profile.ncu_target`) and answers perf's control FIFOs as perf does; modes: ok, no hardware
 counters (a VM), a permission error, a hang that leaves an orphan behind. Then one run of the real `perf` where this
 machine has it, and one evaluation whose profile carries the counters."""
 
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import EvalConfig, evaluate, load_candidate, load_task, perf_stat
+from evaluator import EvalConfig, load_candidate, load_task
+from evaluator.driver import evaluate
+from evaluator.profile import perf_stat
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = ROOT / "tests" / "tasks" / "relu.py"
@@ -105,7 +107,7 @@ def test_the_counters_cover_one_call_switched_on_by_the_hardened_target(fake_per
     assert report.problem is None and report.unsupported == (), report
     assert report.metrics["perf.cycles"] == 1006 and set(report.metrics) == {f"perf.{e}" for e in perf_stat.EVENTS}
     assert (fake_perf / "commands").read_text() == "enable disable"  # one window, around the call
-    assert "evaluator.ncu_target" in (fake_perf / "calls").read_text()
+    assert "evaluator.profile.ncu_target" in (fake_perf / "calls").read_text()
 
 
 def test_without_hardware_counters_no_profiled_run_is_made_and_the_note_says_why(fake_perf: Path):

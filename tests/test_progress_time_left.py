@@ -10,7 +10,7 @@ import pytest
 from agents.tuner import TuneProposer
 from benchmarks import builtin_task, seed_for
 from evaluator import EvalConfig, load_candidate, load_task
-from evaluator.pool import LocalRunner
+from evaluator.driver.pool import LocalRunner
 from opforge.run.config import RunConfig
 from opforge.run.progress import format_duration, progress_line
 from opforge.run.proposals import Proposing

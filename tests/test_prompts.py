@@ -16,7 +16,7 @@ import pytest
 
 from agents.cpu_facts import CpuFacts
 from agents.prompting import TEMPLATES, DeviceFacts, PromptError, messages, render, template_for
-from evaluator.native_spec import ALLOWED_FLAGS
+from evaluator.build.native_spec import ALLOWED_FLAGS
 from evaluator.result import Timing
 
 ROOT = Path(__file__).resolve().parent.parent

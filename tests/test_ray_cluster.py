@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.pool import RayRunner
-from evaluator.ray_cluster import ActorPlan, build_cpus, plan_actors
+from evaluator.driver.pool import RayRunner
+from evaluator.driver.ray_cluster import ActorPlan, build_cpus, plan_actors
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
 from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator import Candidate, EvalConfig, evaluate
+from evaluator import Candidate, EvalConfig
+from evaluator.driver import evaluate
 from evaluator.task import TaskError, task_from_source
 
 DIES_RUNNING = '''import os, sys

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluator.call_checks import same_bits
+from evaluator.worker.call_checks import same_bits
 
 
 def _bytewise(a: torch.Tensor, b: torch.Tensor) -> bool:

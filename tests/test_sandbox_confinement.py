@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import builder, read_view, sandbox
-from evaluator.landlock import abi_version
+from evaluator.build import builder
+from evaluator.sandbox import read_view
+from evaluator.sandbox import launch as sandbox
+from evaluator.sandbox.landlock import abi_version
 
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 needs_cc = pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler here")

@@ -8,8 +8,9 @@ import pytest
 
 from agents.tuner import TuneProposer, describe_tunables
 from benchmarks import builtin_task, seed_for
-from evaluator import Candidate, EvalConfig, Status, load_candidate, load_task, speedup_noise
-from evaluator.pool import LocalRunner
+from evaluator import Candidate, EvalConfig, Status, load_candidate, load_task
+from evaluator.measure import speedup_noise
+from evaluator.driver.pool import LocalRunner
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
 from opforge.run.search import Budget, Search, SearchSettings, start_run

@@ -1,4 +1,4 @@
-"""The candidate worker's seccomp filter (`evaluator/syscall_filter.py`): threads, forks, signals to itself and
+"""The candidate worker's seccomp filter (`evaluator/sandbox/syscall_filter.py`): threads, forks, signals to itself and
 PyTorch's thread pool work under it, `clone3` says it does not exist, `clone(CLONE_PARENT)` (a sibling outside the
 worker's tree) and a signal to another process kill, and another process can be neither pinned, re-prioritised,
 limited nor made the owner of a descriptor (its SIGIO)."""
@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from evaluator.syscall_filter import program
+from evaluator.sandbox.syscall_filter import program
 
 UNDER_FILTER = """
 import ctypes, os, resource, signal, threading, time
-from evaluator.syscall_filter import install, CLONE_PARENT
+from evaluator.sandbox.syscall_filter import install, CLONE_PARENT
 other = os.fork()
 if other == 0:
     time.sleep(1)  # outlives the checks (it cannot be killed from here any more)
@@ -92,7 +92,7 @@ def test_no_program_for_an_unknown_machine():
 
 REACH = """
 import ctypes, errno, os, socket
-from evaluator.syscall_filter import install
+from evaluator.sandbox.syscall_filter import install
 assert install(processes=False, reach=True)
 try:
     socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -122,7 +122,7 @@ print("ok", flush=True)
 
 HANDLERS = """
 import ctypes, errno, signal
-from evaluator.syscall_filter import install
+from evaluator.sandbox.syscall_filter import install
 assert install(processes=False, reach=True, handlers=True)
 for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGTRAP, signal.SIGILL, signal.SIGFPE):
     try:

@@ -15,7 +15,7 @@ import torch
 
 from benchmarks import suite_tasks
 from evaluator import default_evaluator, load_task
-from evaluator.degeneracy import Probes, input_key, judge, near_constant, suspects, unchanged
+from evaluator.verify.degeneracy import Probes, input_key, judge, near_constant, suspects, unchanged
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "kernelbench_like"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from evaluator.task_runtime import TaskRuntime
+from evaluator.worker.task_runtime import TaskRuntime
 
 TASK = """import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""A task that cannot fit is refused before it runs, in one sentence (evaluator/task_size.py)."""
+"""A task that cannot fit is refused before it runs, in one sentence (evaluator/worker/task_size.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from evaluator import load_candidate, load_task
 from evaluator.task import TaskError
-from evaluator.task_size import GIB, HELD_COPIES, TaskSize, available_bytes, measure_on_meta, refusal
+from evaluator.worker.task_size import GIB, HELD_COPIES, TaskSize, available_bytes, measure_on_meta, refusal
 
 ROOT = Path(__file__).resolve().parent.parent
 TOO_BIG = ROOT / "tests" / "tasks" / "relu_too_big.py"

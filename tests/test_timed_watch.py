@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from evaluator import call_watch
+from evaluator.worker import call_watch
 from evaluator.backend import names_triton
-from evaluator.commands import Batch, Load, Time
-from evaluator.guards import Guards
-from evaluator.worker import Worker
+from evaluator.wire.commands import Batch, Load, Time
+from evaluator.worker.guards import Guards
+from evaluator.worker.loop import Worker
 
 # What the forward saw inside its call: whether the profiler was on, how many dispatch modes were active.
 TASK = """import torch
@@ -62,7 +62,7 @@ class ScriptedChannel:
 
 @pytest.fixture(autouse=True)
 def _earlier_children_are_not_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaluator import process_tree
+    from evaluator.sandbox import process_tree
     real = process_tree.live_children
     before = set(real(os.getpid()))
     monkeypatch.setattr(process_tree, "live_children", lambda pid: [p for p in real(pid) if p not in before])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from evaluator.timing import CallTimer, HostClock
+from evaluator.worker.timing import CallTimer, HostClock
 
 
 class MarkingClock(HostClock):

@@ -1,4 +1,4 @@
-"""The rule for PyTorch inside a candidate (`evaluator/torch_rule.py`): PyTorch's compute measured against the
+"""The rule for PyTorch inside a candidate (`evaluator/verify/torch_rule.py`): PyTorch's compute measured against the
 reference's by the same observer, glue accepted, the reference's work done by PyTorch refused."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluator.connection import Refused
-from evaluator.observer import CallObserver
-from evaluator.torch_rule import GLUE_SHARE, RULE_ANY, RULE_GLUE, RULE_STRICT, refuse_torch_share, rule_name, torch_share
-from evaluator.worker_replies import Ran
+from evaluator.driver.connection import Refused
+from evaluator.worker.observer import CallObserver
+from evaluator.verify.torch_rule import GLUE_SHARE, RULE_ANY, RULE_GLUE, RULE_STRICT, refuse_torch_share, rule_name, torch_share
+from evaluator.wire.replies import Ran
 from opforge.reports.leaderboard import bench_torch_rule
 
 

@@ -1,4 +1,4 @@
-"""The correctness trials' order of work (`evaluator/trials.py`): the reference runs one trial ahead of the candidate,
+"""The correctness trials' order of work (`evaluator/verify/trials.py`): the reference runs one trial ahead of the candidate,
 the candidate is asked exactly what it was asked before, and a trial is judged before any later one."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 import torch
 
-from evaluator.commands import Run
+from evaluator.wire.commands import Run
 from evaluator.config import EvalConfig
-from evaluator.trials import plan, run_trials
-from evaluator.worker_replies import Ran
+from evaluator.verify.trials import plan, run_trials
+from evaluator.wire.replies import Ran
 
 
 def _outputs(cmd: Run) -> list[torch.Tensor]:
@@ -102,7 +102,7 @@ def test_each_trial_is_judged_before_any_later_one():
 
 def test_a_first_trial_asked_ahead_is_read_and_not_asked_again():
     # A cold evaluation asks the reference's first trial before the candidate has loaded (`ask_first_trial`).
-    from evaluator.trials import ask_first_trial
+    from evaluator.verify.trials import ask_first_trial
 
     events: list[tuple[str, str, Run]] = []
     ref, cand = FakeWorker("reference", events, _outputs), FakeWorker("candidate", events, _outputs)
@@ -140,7 +140,7 @@ def test_a_failure_the_exact_answer_overturns_continues_with_the_run_ahead_read_
 
 
 def test_a_timed_recheck_the_exact_answer_overturns_goes_on_to_the_later_calls():
-    from evaluator.trials import recheck_timed
+    from evaluator.verify.trials import recheck_timed
 
     def reference(cmd: Run) -> list[torch.Tensor]:
         out = _outputs(cmd)

@@ -1,4 +1,4 @@
-"""Timed inputs on a CPU come from the trusted side (evaluator/input_file.py, trusted_inputs.py): the reference's
+"""Timed inputs on a CPU come from the trusted side (evaluator/wire/input_file.py, trusted_inputs.py): the reference's
 worker writes them into a shared file, the candidate's maps it read-only, and an evaluation's timed calls read their
 inputs from it."""
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.input_file import DriverInputs, InputLayout, InputReader, InputWriter, shareable
-from evaluator.wire import ProtocolError
+from evaluator.wire.input_file import DriverInputs, InputLayout, InputReader, InputWriter, shareable
+from evaluator.wire.frames import ProtocolError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def test_a_layout_outside_the_file_or_with_an_object_is_a_protocol_error_and_uns
 def test_an_evaluation_times_both_sides_on_inputs_the_reference_drew_into_the_shared_file(monkeypatch):
     """The seam: `evaluate`'s measure, wrapped to see its measurement; every timed call of the candidate got its
     inputs from a draw of the reference's worker."""
-    evaluate_module = importlib.import_module("evaluator.evaluate")
+    evaluate_module = importlib.import_module("evaluator.driver.evaluate")
     seen: list[tuple[bool, int]] = []
     real = evaluate_module.measure
 
@@ -107,7 +107,7 @@ class _Reference:
         self.asked: list[object] = []
 
     def request_as(self, cmd, kind, timeout_s, doing):
-        from evaluator.worker_replies import parse
+        from evaluator.wire.replies import parse
         self.asked.append(cmd)
         self.cpu[0] += self.busy_ns  # what the candidate's process ran meanwhile, by the kernel's accounting
         g = torch.Generator().manual_seed(cmd.seed)
@@ -116,9 +116,9 @@ class _Reference:
 
 @pytest.mark.parametrize("busy_ns, refused", [(0, False), (20_000, False), (5_000_000, True)])
 def test_the_candidate_working_while_its_inputs_are_drawn_is_refused_and_waiting_is_not(busy_ns, refused):
-    from evaluator.connection import Refused
-    from evaluator.trusted_inputs import TrustedInputs, quiet_while_drawing
-    from evaluator.worker_replies import Armed
+    from evaluator.driver.connection import Refused
+    from evaluator.measure.trusted_inputs import TrustedInputs, quiet_while_drawing
+    from evaluator.wire.replies import Armed
     driver = DriverInputs(flush_lines=None)
     flushed: list[int] = []
     driver.flush_lines = lambda views: flushed.append(len(views))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.build_cache import BuildCache
-from evaluator.warm_start import WarmZygotes, hidden_caches, likely_device
+from evaluator.build.cache import BuildCache
+from evaluator.driver.warm_start import WarmZygotes, hidden_caches, likely_device
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "benchmarks" / "tiny"
@@ -28,7 +28,7 @@ def test_the_likely_device_follows_the_request_and_the_gpu_driver_nodes(tmp_path
 
 
 def test_an_evaluator_refuses_zygotes_that_hide_other_build_caches(tmp_path: Path):
-    from evaluator.evaluate import LocalEvaluator
+    from evaluator.driver.evaluate import LocalEvaluator
 
     theirs = WarmZygotes(hidden_caches(BuildCache.open(tmp_path / "another-cuda-cache")))
     with pytest.raises(ValueError, match="must not see"):
@@ -57,7 +57,7 @@ def test_opforge_eval_launches_the_candidates_zygote_before_importing_torch_and_
     reference's zygote is launched once the driver has imported torch, to be forked from it (`forked_zygote.py`)."""
     probe = textwrap.dedent("""
         import os, sys
-        from evaluator import sandbox
+        from evaluator.sandbox import launch as sandbox
         launched = []
         def launch(self):
             heavy = sorted(m for m in ("torch", "triton", "sqlalchemy", "openai", "jinja2", "ray", "store", "agents")
@@ -91,7 +91,7 @@ def test_only_the_candidates_zygote_imports_dynamo(role: str, dynamo: bool):
     start competes for the CPU with the candidate's zygote that a cold evaluation waits on."""
     proc = _python(f"""
         import sys
-        from evaluator.zygote import warm_imports
+        from evaluator.worker.zygote import warm_imports
         warm_imports({role!r}, "cpu")
         print("torch._dynamo" in sys.modules, "triton" in sys.modules)
     """)
@@ -106,8 +106,8 @@ def test_a_zygote_writes_the_cpu_eviction_buffer_only_where_no_compiler_builds_t
     a cold call's own lines instead (`line_flush.py`)."""
     proc = _python("""
         import os
-        from evaluator import timing
-        from evaluator.zygote import warm_imports
+        from evaluator.worker import timing
+        from evaluator.worker.zygote import warm_imports
         timing.cpu_flush_bytes = lambda *_: 8 * 2**20
         warm_imports("reference", "cpu")
         print(timing._prepared is None, end=" ")
@@ -125,7 +125,7 @@ def test_a_zygote_writes_the_cpu_eviction_buffer_only_where_no_compiler_builds_t
 def test_the_op_trace_imports_no_dynamo_and_still_keeps_it_out_once_loaded():
     proc = _python("""
         import sys, torch
-        from evaluator.op_trace import OpTrace
+        from evaluator.worker.op_trace import OpTrace
         with OpTrace() as first:
             torch.ones(3).add(1).mul(2)
         print(sorted(first.ops), "torch._dynamo" in sys.modules)

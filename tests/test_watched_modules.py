@@ -7,10 +7,13 @@ import types
 
 import pytest
 
-import evaluator.worker  # noqa: F401 - the worker's command loop, and with it every module it imports
-from evaluator import harness_library, heap, interpreter_gaps, line_flush
-from evaluator import guards as guards_module
-from evaluator.guards import Guards
+import evaluator.worker.loop  # noqa: F401 - the worker's command loop, and with it every module it imports
+from evaluator import harness_library
+from evaluator.worker import heap
+from evaluator.worker import interpreter_gaps
+from evaluator.worker import line_flush
+from evaluator.worker import guards as guards_module
+from evaluator.worker.guards import Guards
 
 # Modules that run in every CPU worker and that the hand-kept list of before missed.
 ONCE_MISSED = (line_flush, heap, interpreter_gaps, harness_library)
@@ -24,8 +27,8 @@ def _a_definition_of(module: types.ModuleType) -> str:
 
 def test_worker_modules_are_the_packages_loaded_modules_only():
     worker_modules = guards_module.worker_modules
-    loaded = {"evaluator": None, "evaluator.heap": None, "evaluatorx": None, "torch": None, "my.evaluator.x": None}
-    assert worker_modules(loaded) == ("evaluator", "evaluator.heap")
+    loaded = {"evaluator": None, "evaluator.worker.heap": None, "evaluatorx": None, "torch": None, "my.evaluator.x": None}
+    assert worker_modules(loaded) == ("evaluator", "evaluator.worker.heap")
 
 
 def test_every_evaluator_module_loaded_at_the_snapshot_is_watched():
@@ -33,7 +36,7 @@ def test_every_evaluator_module_loaded_at_the_snapshot_is_watched():
     guards.take_snapshot()
     watched = set(guards.watched_modules)
     assert set(guards_module.worker_modules()) <= watched
-    assert {"evaluator.worker", "evaluator.guards", "evaluator.timed_calls"} <= watched
+    assert {"evaluator.worker.loop", "evaluator.worker.guards", "evaluator.worker.timed_calls"} <= watched
     assert {m.__name__ for m in ONCE_MISSED} <= watched
     assert {"torch", "time", "builtins"} <= watched  # the libraries' listed modules stay
 

@@ -1,5 +1,5 @@
 """The candidate's CPU while the reference is timed, read by the driver from the kernel's accounting
-(`evaluator/worker_cpu.py`, `clock_checks.IdleCandidate`): a worker's own idle check runs in a process whose native code
+(`evaluator/measure/worker_cpu.py`, `clock_checks.IdleCandidate`): a worker's own idle check runs in a process whose native code
 can rewrite the clock it reads."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from evaluator import measure
-from evaluator.connection import Refused
-from evaluator.clock_checks import IdleCandidate
-from evaluator.measure import SideRecord
-from evaluator.worker_cpu import WorkerCpu, WorkerThreads, host_pid
-from evaluator.worker_replies import BuildRequest, Ready
+from evaluator.measure import blocks as measure
+from evaluator.driver.connection import Refused
+from evaluator.measure.clock_checks import IdleCandidate
+from evaluator.measure.blocks import SideRecord
+from evaluator.measure.worker_cpu import WorkerCpu, WorkerThreads, host_pid
+from evaluator.wire.replies import BuildRequest, Ready
 
 
 def test_a_descendant_is_found_by_its_own_pid_and_its_cpu_read_from_the_kernel():
@@ -193,8 +193,8 @@ def test_a_thread_born_while_the_worker_waits_counts_whole_and_more_threads_than
 def test_the_connection_counts_every_message_but_reads_of_the_clock():
     from types import SimpleNamespace
 
-    from evaluator.commands import Clock, Go
-    from evaluator.connection import WorkerConnection
+    from evaluator.wire.commands import Clock, Go
+    from evaluator.driver.connection import WorkerConnection
 
     replies = iter([{"status": "clock", "now_ms": 1.0}, {"status": "armed"}])
     conn = WorkerConnection.__new__(WorkerConnection)
@@ -210,8 +210,8 @@ def test_the_connection_counts_every_message_but_reads_of_the_clock():
 
 
 def test_the_workers_own_count_is_a_first_line_that_allows_the_spare_threads():
-    from evaluator.call_checks import threads_problem
-    from evaluator.guards import Guards
+    from evaluator.worker.call_checks import threads_problem
+    from evaluator.worker.guards import Guards
 
     guards = Guards(watched_modules=())
     guards.thread_count, guards.baseline_threads = (lambda: 1), 1

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from evaluator.device_nodes import device_nodes, visible_minors
-from evaluator.zygote_env import SHARED_DEVICE_ENV, zygote_environment
+from evaluator.sandbox.device_nodes import device_nodes, visible_minors
+from evaluator.sandbox.zygote_env import SHARED_DEVICE_ENV, zygote_environment
 
 DRIVER_ENV = {"PATH": "/usr/bin", "HOME": "/home/me", "OPENAI_API_KEY": "sk-secret", "CUDA_VISIBLE_DEVICES": "2",
               "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
@@ -73,7 +73,7 @@ def test_the_profilers_watch_of_a_call_writes_nothing_to_a_workers_log():
     from pathlib import Path
 
     env = zygote_environment("candidate", "cpu", {"PATH": os.environ.get("PATH", "/usr/bin")})
-    code = ("import torch\nfrom evaluator.observer import CallObserver\nx = torch.ones(8)\n"
+    code = ("import torch\nfrom evaluator.worker.observer import CallObserver\nx = torch.ones(8)\n"
             "for _ in range(3):\n    with CallObserver():\n        torch.relu(x)\nprint('watched')\n")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from evaluator import worker_replies as replies
-from evaluator.build_verdict import BuildKind, BuildVerdict
-from evaluator.commands import Built, UnknownCommand, parse_as
-from evaluator.commands import parse as parse_command
+from evaluator.wire import replies
+from evaluator.wire.build_verdict import BuildKind, BuildVerdict
+from evaluator.wire.commands import Built, UnknownCommand, parse_as
+from evaluator.wire.commands import parse as parse_command
 from evaluator.result import Status
-from evaluator.worker_replies import MalformedReply, parse
+from evaluator.wire.replies import MalformedReply, parse
 
 # One header of each kind, as the worker sends it (after the JSON round trip of the channel), and what it parses to.
 ROUND_TRIPS: list[tuple[dict[str, Any], object]] = [
@@ -149,8 +149,8 @@ def test_the_reply_at_the_bound_is_still_accepted():
 
 
 def _connection(role: str = "candidate") -> tuple[Any, socket.socket]:
-    from evaluator.connection import WorkerConnection
-    from evaluator.output_slot import DriverSlot
+    from evaluator.driver.connection import WorkerConnection
+    from evaluator.wire.output_slot import DriverSlot
     ours, theirs = socket.socketpair()
     handle = SimpleNamespace(sock=ours, outputs=DriverSlot(), log_text=lambda: "")
     conn = WorkerConnection(SimpleNamespace(dynamo=True), handle, "n" * 32, role, "relu")  # type: ignore[arg-type]
@@ -158,8 +158,8 @@ def _connection(role: str = "candidate") -> tuple[Any, socket.socket]:
 
 
 def test_the_connection_refuses_a_malformed_reply_as_the_candidates_protocol_failure():
-    from evaluator.connection import Refused
-    from evaluator.wire import Channel
+    from evaluator.driver.connection import Refused
+    from evaluator.wire.frames import Channel
     conn, theirs = _connection()
     Channel(theirs, "n" * 32).send({"status": "rep", "ms": float("nan")})
     with pytest.raises(Refused) as refused:
@@ -170,8 +170,8 @@ def test_the_connection_refuses_a_malformed_reply_as_the_candidates_protocol_fai
 
 
 def test_the_connection_refuses_a_reply_of_another_kind_than_asked():
-    from evaluator.connection import Refused
-    from evaluator.wire import Channel
+    from evaluator.driver.connection import Refused
+    from evaluator.wire.frames import Channel
     conn, theirs = _connection()
     Channel(theirs, "n" * 32).send({"status": "checked"})
     with pytest.raises(Refused, match="answered 'checked' where it was to answer 'armed'"):
@@ -183,7 +183,7 @@ def test_the_connection_refuses_a_reply_of_another_kind_than_asked():
 
 def test_the_references_malformed_reply_is_the_tasks_error():
     from evaluator.task import TaskError
-    from evaluator.wire import Channel
+    from evaluator.wire.frames import Channel
     conn, theirs = _connection("reference")
     Channel(theirs, "n" * 32).send({"status": "ready", "variants": "many"})
     with pytest.raises(TaskError, match="the reference process sent a malformed reply while loading"):
@@ -207,9 +207,10 @@ def test_a_build_verdict_outside_the_list_is_refused():
 
 def test_the_three_build_clients_read_the_typed_verdict():
     """CUDA, CPU extension and load_c: a refusal's log reaches the candidate's error, whichever build it was."""
-    from evaluator import cpu_extension, cuda_build
-    from evaluator.guards import Guards
-    from evaluator.native_build import NativeBuildError
+    from evaluator.build import cpu_extension
+    from evaluator.build import cuda as cuda_build
+    from evaluator.worker.guards import Guards
+    from evaluator.build.native_build import NativeBuildError
 
     refused = Built(BuildVerdict.REFUSED, "the driver said no")
     with pytest.raises(cuda_build.CompileFailed, match="the driver said no"):

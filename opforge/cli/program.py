@@ -10,8 +10,8 @@ import sys
 from typing import NoReturn
 
 from opforge import __version__
-from evaluator.heap import keep_freed_memory
-from evaluator.zygote_env import openmp_environment
+from evaluator.worker.heap import keep_freed_memory
+from evaluator.sandbox.zygote_env import openmp_environment
 from opforge.errors import UsageError
 
 # Each module defines register(subparsers) and sets a `run(args) -> int` default on its parser.

@@ -23,7 +23,7 @@ from typing import Any
 from evaluator.candidate import Candidate
 from evaluator.result import EvalResult
 from evaluator.task import Task, source_digest, task_from_source
-from evaluator.task_work import task_work
+from evaluator.measure.task_work import task_work
 from opforge.run.archive import import_origin
 from store import Store
 

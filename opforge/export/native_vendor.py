@@ -16,11 +16,11 @@ from pathlib import Path
 
 import evaluator
 
-SOURCES = {"__init__.py": "native.py", "spec.py": "native_spec.py", "build.py": "native_build.py",
-           "verdict.py": "build_verdict.py"}
-_IMPORTS = (("from evaluator.native_build import", "from .build import"),
-            ("from evaluator.native_spec import", "from .spec import"),
-            ("from evaluator.build_verdict import", "from .verdict import"))
+SOURCES = {"__init__.py": "native.py", "spec.py": "build/native_spec.py", "build.py": "build/native_build.py",
+           "verdict.py": "wire/build_verdict.py"}
+_IMPORTS = (("from evaluator.build.native_build import", "from .build import"),
+            ("from evaluator.build.native_spec import", "from .spec import"),
+            ("from evaluator.wire.build_verdict import", "from .verdict import"))
 _KERNEL_IMPORT = re.compile(r"^(\s*)from\s+evaluator\.native\s+import\s+", re.MULTILINE)
 HEADER = "# Vendored by opforge export from opforge's evaluator/{source} (load_c's local build path): no opforge needed.\n"
 

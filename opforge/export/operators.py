@@ -53,7 +53,7 @@ class OperatorPlan:
     arg_kinds: tuple[str, ...]                # "tensor" or a scalar kind, from the benchmark shape
     outputs: int
     tuple_output: bool
-    report: Any                               # evaluator.task_check.TaskReport
+    report: Any                               # evaluator.verify.task_check.TaskReport
     tolerance: dict[str, Any]
     kernels: list[KernelPlan] = field(default_factory=list)
 

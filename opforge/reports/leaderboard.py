@@ -14,7 +14,7 @@ kernel whose re-measurement came back wrong counts only if nothing else is corre
   bandwidth, least FLOPs at peak throughput), so one impossible time cannot inflate the mean;
 - each kernel's fraction of that roofline (the bound's time / the measured time), and their mean. A GPU's peaks
   come from its datasheet (`agents/device_facts.py`); a CPU's are measured once per device and kept in the store
-  (`evaluator/cpu_peaks.py`, `Store.device_peaks`); a device with neither has no roofline (`reports/roofline.py`);
+  (`evaluator/device/cpu_peaks.py`, `Store.device_peaks`); a device with neither has no roofline (`reports/roofline.py`);
 - mean energy and peak memory of the kernels relative to the reference's (where both were measured: on GPUs);
 - dollars, tokens and worker-minutes per correct kernel (all the bench's LLM calls and worker time, divided).
 """
@@ -29,8 +29,8 @@ from typing import Any
 
 from agents.cpu_facts import measured_cpu_roofline
 from evaluator.result import EvalResult, Status, Timing
-from evaluator.task_work import TaskWork
-from evaluator.torch_rule import RULE_STRICT, rule_name
+from evaluator.measure.task_work import TaskWork
+from evaluator.verify.torch_rule import RULE_STRICT, rule_name
 from opforge.reports.roofline import floor_ms, fraction, task_work_of
 from store import BenchRecord, ConfirmationRecord, Store
 
@@ -184,7 +184,7 @@ def bench_row(store: Store, bench: BenchRecord) -> LeaderboardRow:
 
 
 def bench_torch_rule(config: Mapping[str, Any]) -> str:
-    """The rule for PyTorch inside a candidate that a bench ran under (`evaluator.torch_rule`), from its stored
+    """The rule for PyTorch inside a candidate that a bench ran under (`evaluator.verify.torch_rule`), from its stored
     evaluation settings: a bench stored before the rule existed had the strict one, the only one then."""
     settings = config.get("eval") or {}
     return rule_name(bool(settings.get("allow_torch")), bool(settings.get("kernels_only", True)))

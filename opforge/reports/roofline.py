@@ -12,7 +12,7 @@ from typing import Any
 
 from agents.cpu_facts import MeasuredRoofline
 from agents.device_facts import facts_for
-from evaluator.task_work import TaskWork
+from evaluator.measure.task_work import TaskWork
 
 
 def floor_ms(work: TaskWork | None, device: str, backend: str | None,

@@ -277,6 +277,6 @@ def _no_energy(front: Sequence[Member]) -> str:
     """Why no energy figure, once: on a CPU, what this machine's RAPL lacks; on a GPU, NVML."""
     kinds = {m.result.device.kind for m in front if m.result is not None and m.result.device is not None}
     if kinds <= {"cpu"}:
-        from evaluator.cpu_energy import absence
+        from evaluator.measure.cpu_energy import absence
         return absence() or "RAPL's counters were not readable when these kernels were evaluated"
     return "the GPU's energy counter (NVML) could not be read"

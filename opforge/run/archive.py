@@ -5,7 +5,7 @@ A new run on a task draws on it in two ways:
   the coder start where earlier runs stopped (re-measured here: a kernel's verdict on another device or from another
   store is no verdict here);
 - inspirations: the fastest kernels of *related* tasks, ranked by the similarity of their references' compute ops
-  (`evaluator.task_work` records them) and op families, are shown to the coder beside the run's own elites.
+  (`evaluator.measure.task_work` records them) and op families, are shown to the coder beside the run's own elites.
 
 Kernels imported from a dataset (`opforge dataset import`) have no verdict in this store: the task's own join
 generation 0, where the evaluator measures them before anything builds on them, and related tasks' are shown to the

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from benchmarks import kernelbench, list_suites, suite_tasks
 from evaluator import Candidate, CandidateFileError, EvalConfig, EvalResult, Task, TaskError, load_candidate, load_task
-from evaluator.pool import Runner
+from evaluator.driver.pool import Runner
 from opforge.display import format_speedup
 from opforge.run.bench_config import BenchConfig
 from opforge.run.config import RunConfigError, resolve_backend

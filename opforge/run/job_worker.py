@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from evaluator import Task
-from evaluator.pool import Runner
+from evaluator.driver.pool import Runner
 from opforge.run.config import stored_backend
 from opforge.run.launch import search_for_run
 from opforge.run.plan import backend_note

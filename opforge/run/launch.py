@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agents.agent import AgentCall
-from evaluator.pool import Runner
+from evaluator.driver.pool import Runner
 from evaluator.task import Task
 from opforge.run import archive
 from opforge.run.config import RunConfig

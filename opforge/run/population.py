@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from agents.tuner import describe_tunables
-from evaluator import speedup_noise
+from evaluator.measure import speedup_noise
 from evaluator.candidate import Candidate
 from evaluator.result import EvalResult, Status
-from evaluator.speedup_noise import log_speedup_se
+from evaluator.measure.speedup_noise import log_speedup_se
 from store.records import ScoredCandidate
 
 Cell = tuple[int, str]
@@ -67,7 +67,7 @@ class Member:
 
 def best_within_noise(members: Iterable[Member]) -> Member | None:
     """The best correct member by a figure whose error is known: among the members whose fitness is within noise
-    (`evaluator.speedup_noise.NOISE_Z` combined standard errors) of the highest, the one measured first. A later
+    (`evaluator.measure.speedup_noise.NOISE_Z` combined standard errors) of the highest, the one measured first. A later
     candidate that measured higher by less than the noise is not taken for better: what the search reports as its best
     changes only on a difference it could tell from the timing's own error. The archive offers later runs a task's
     kernel by the same rule."""

@@ -30,7 +30,7 @@ from opforge.run.proposals import Proposing
 from opforge.run.request import CLI_NAMES, LLMRequest
 from opforge.run.translation import translation_sources
 from evaluator.task import Task
-from evaluator.task_work import TaskWork
+from evaluator.measure.task_work import TaskWork
 from store import RunRecord, Store
 
 TUNER_OVERSAMPLE = 4  # the tuner is free: ask it for extra neighbours, some are known already
@@ -154,7 +154,7 @@ def make_proposer(store: Store, run: RunRecord, config: RunConfig, llm_base_url:
 def agent_device_facts(store: Store, backend: str, device: str) -> DeviceFacts | CpuFacts:
     """What the agents are told about the machine: the CPU's facts for native kernels, else the GPU's."""
     if backend == "cpp":
-        from evaluator.device import device_info
+        from evaluator.device.info import device_info
         return local_cpu_facts(measured_cpu_roofline(store, device_info("cpu").name))
     return local_device_facts(device)
 

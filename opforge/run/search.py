@@ -22,10 +22,10 @@ from typing import Any
 from agents.proposal import Scored
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
-from evaluator.pool import Runner
+from evaluator.driver.pool import Runner
 from evaluator.result import EvalResult, Status
 from evaluator.task import Task
-from evaluator.task_work import task_work
+from evaluator.measure.task_work import task_work
 from opforge.run import archive
 from opforge.run.config import RunConfig
 from opforge.run.confirm import NO_CONFIRMATION, Confirmation, ConfirmPolicy, reserve_s

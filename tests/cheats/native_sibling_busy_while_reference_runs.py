@@ -5,7 +5,7 @@
 #   the zygote's child, the worker's sibling, outside every count of the worker (its threads, its children, its CPU
 #   by the kernel's accounting). Once the candidate has made no call for 20 ms (the other side's blocks), it spins
 #   0.9 ms of each 1 ms; it exits when the worker is gone. The kernel itself is honest. Before the worker's seccomp
-#   filter (evaluator/syscall_filter.py), which kills a process asking for CLONE_PARENT: ok at 1.18-1.37x, where the
+#   filter (evaluator/sandbox/syscall_filter.py), which kills a process asking for CLONE_PARENT: ok at 1.18-1.37x, where the
 #   same kernel without the spinner read 0.85-1.06x (3 pairs, alternated, on a machine other work kept busy).
 import torch
 import torch.nn as nn

@@ -8,7 +8,7 @@
 #   and lets them go on (SIGCONT) on the next, once the candidate has made no call for 20 ms (the other side's
 #   blocks): the reference's timed calls take about twice their time. A few microseconds of CPU a tick: the idle
 #   checks see nothing. The kernel itself is honest. Before the worker's seccomp filter killed a process signalling
-#   another (evaluator/syscall_filter.py): ok at 8.74-9.46x, where the same kernel without the signals read 5.31-6.21x
+#   another (evaluator/sandbox/syscall_filter.py): ok at 8.74-9.46x, where the same kernel without the signals read 5.31-6.21x
 #   (3 pairs, alternated). Under bubblewrap the reference's worker is outside the candidate's PID namespace.
 import torch
 import torch.nn as nn
@@ -45,7 +45,7 @@ static int is_reference_zygote(const char* pid) {
     fclose(f);
     int zygote = 0, reference = 0;
     for (size_t i = 0; i < n; i += strlen(line + i) + 1) {
-        zygote |= strcmp(line + i, "evaluator.zygote") == 0;
+        zygote |= strcmp(line + i, "evaluator.worker.zygote") == 0;
         reference |= strcmp(line + i, "reference") == 0;
     }
     return zygote && reference;

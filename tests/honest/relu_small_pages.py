@@ -2,7 +2,7 @@
 # expect: ok
 # why: a native ReLU that adds 1 to every value where its own worker may use transparent huge pages (asked with
 #   prctl, from native code): correct only where the candidate's worker runs with 4 KiB pages, as
-#   evaluator/memory_conditions.py sets for both sides (tests/test_memory_conditions.py checks the reference's).
+#   evaluator/worker/memory_conditions.py sets for both sides (tests/test_memory_conditions.py checks the reference's).
 import torch
 import torch.nn as nn
 

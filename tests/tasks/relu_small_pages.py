@@ -1,5 +1,5 @@
 """ReLU that adds 1 to every value where the process running it may use transparent huge pages: the reference's
-worker must run with 4 KiB pages (evaluator/memory_conditions.py), or a plain ReLU is refused as incorrect."""
+worker must run with 4 KiB pages (evaluator/worker/memory_conditions.py), or a plain ReLU is refused as incorrect."""
 
 import torch
 import torch.nn as nn

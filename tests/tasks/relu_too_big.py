@@ -1,5 +1,5 @@
 """KernelBench level 1's 19_ReLU at eight times its batch: 4096 x 8 x 393216 floats, 48 GiB a call. Sized on the meta
-device when it loads, it is refused before anything is drawn (evaluator/task_size.py)."""
+device when it loads, it is refused before anything is drawn (evaluator/worker/task_size.py)."""
 import torch
 import torch.nn as nn
 

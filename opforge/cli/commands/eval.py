@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from evaluator.candidate import CandidateFileError, load_candidate
-from evaluator.cold import evaluate_cold
+from evaluator.driver.cold import evaluate_cold
 from evaluator.config import EvalConfig
 from evaluator.result import EvalResult
 from evaluator.task import TaskError, load_task

@@ -8,8 +8,8 @@ import shlex
 import sys
 
 from evaluator import Task, TaskError
-from evaluator.device import device_info, resolve_device
-from evaluator.pool import LocalRunner, RayRunner, Runner
+from evaluator.device.info import device_info, resolve_device
+from evaluator.driver.pool import LocalRunner, RayRunner, Runner
 from opforge.cli.flags import RAY_ADDRESS_HELP, add_run_arguments, open_store, run_request
 from opforge.display import format_speedup
 from opforge.errors import UsageError

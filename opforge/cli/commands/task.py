@@ -15,8 +15,8 @@ from pathlib import Path
 from benchmarks.kernelbench import problems
 from evaluator import TaskError, TaskReport, default_evaluator, load_task
 from evaluator.task_settings import CLI_HELP as SETTINGS_HELP, apply_settings
-from evaluator.task_check import META_NOTE
-from evaluator.task_size import HELD_COPIES
+from evaluator.verify.task_check import META_NOTE
+from evaluator.worker.task_size import HELD_COPIES
 from opforge.errors import UsageError
 from opforge.cli.commands.eval import require_device
 

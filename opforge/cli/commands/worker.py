@@ -7,10 +7,10 @@ import os
 import signal
 from types import FrameType
 
-from evaluator.pool import Runner
-from evaluator.process_tree import set_undumpable
-from evaluator.bwrap import bwrap_available
-from evaluator.sandbox import REQUIRE_ENV, WITHOUT_BWRAP
+from evaluator.driver.pool import Runner
+from evaluator.sandbox.process_tree import set_undumpable
+from evaluator.sandbox.bwrap import bwrap_available
+from evaluator.sandbox.launch import REQUIRE_ENV, WITHOUT_BWRAP
 from opforge.cli.flags import DB_HELP, RAY_ADDRESS_HELP, open_store
 from store.engine import ENV_VAR as STORE_ENV
 from opforge.errors import UsageError
