@@ -237,3 +237,19 @@ def test_export_with_measure_ends_with_the_models_end_to_end_figure(exported, tm
     refused = subprocess.run([*OPFORGE, "model", "export", str(suite), "--out", str(tmp_path / "x"), "--db", db,
                               "--html", str(page)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert refused.returncode == 2 and "--html and --no-compile go with --measure" in refused.stderr
+
+
+def test_captures_taken_in_turns_add_their_forwards_and_keep_the_first_inputs() -> None:
+    """The end-to-end breakdown captures eager and patched in turns (`endtoend.breakdown`): each turn adds its
+    forwards to the groups' times (a second capture used to add into the first one's runs, doubling each time)."""
+    from opforge.model.groups import candidate_groups, capture
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    groups = candidate_groups(model)
+    first, second = torch.ones(2, 8), torch.zeros(2, 8)
+    capture(model, (first,), groups, runs=2)
+    capture(model, (second,), groups, runs=3)
+    assert {len(g.times_s) for g in groups} == {5}
+    assert all(t > 0 for g in groups for t in g.times_s)
+    linear = next(g for g in groups if g.path == "0")
+    assert torch.equal(linear.inputs[0], first)  # what the first turn saw: the task's shapes come from it

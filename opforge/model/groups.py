@@ -64,11 +64,13 @@ def candidate_groups(model: nn.Module) -> list[Group]:
 
 def capture(model: nn.Module, inputs: tuple[Any, ...], groups: list[Group], runs: int = 5) -> list[float]:
     """Run the model `runs` times (after one warm-up), recording each group's inputs and output (first run) and time;
-    returns the model's times."""
+    returns the model's times. Called again on the same groups, it adds `runs` more times to each (an interleaved
+    comparison captures two models in turns)."""
     modules = dict(model.named_modules())
     starts: dict[int, list[float]] = {}
     hooks = []
-    record: dict[str, Any] = {"on": False, "first": True, "run": 0}
+    offset = max((len(g.times_s) for g in groups), default=0)
+    record: dict[str, Any] = {"on": False, "first": offset == 0, "run": offset}
 
     def pre(key: int, group: Group | None):
         def hook(_m: nn.Module, args: tuple[Any, ...]) -> None:
@@ -107,7 +109,7 @@ def capture(model: nn.Module, inputs: tuple[Any, ...], groups: list[Group], runs
             model(*inputs)
             record["on"] = True
             for i in range(runs):
-                record["run"] = i
+                record["run"] = offset + i
                 t0 = time.perf_counter()
                 model(*inputs)
                 model_times.append(time.perf_counter() - t0)
