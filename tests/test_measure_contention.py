@@ -29,7 +29,7 @@ class Machine:
 
     def __init__(self, script: list[float]) -> None:
         self.script, self.round, self.cores_now = script, -1, 0.0
-        self.now_s = 0.0  # the driver's clock (`measure.time`): a call takes its time, plus the harness's 0.2 ms
+        self.now_s = 0.0  # the driver's clock (`blocks.time`): a call takes its time, plus the harness's 0.2 ms
 
     def perf_counter(self) -> float:
         return self.now_s

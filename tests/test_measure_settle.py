@@ -34,7 +34,7 @@ QUIET = Quiet()
 
 
 class FakeWorker:
-    """Answers the driver's timing protocol (`measure._block`) with calls drawn around `median_ms`, spread by
+    """Answers the driver's timing protocol (`blocks._block`) with calls drawn around `median_ms`, spread by
     `spread` (uniform, relative), without running anything: records which blocks were asked for a deep check."""
 
     def __init__(self, median_ms: float, spread: float, seed: int) -> None:

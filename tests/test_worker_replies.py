@@ -1,4 +1,4 @@
-"""The driver's parse of a worker's replies (`worker_replies.parse`) and of a build's verdict (`commands.Built`):
+"""The driver's parse of a worker's replies (`replies.parse`) and of a build's verdict (`commands.Built`):
 every kind the worker sends comes back typed, and whatever does not fit a kind is refused with one sentence."""
 
 from __future__ import annotations

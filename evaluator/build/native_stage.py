@@ -1,13 +1,13 @@
 """The build stage's native side: `load_c` specs sent by a candidate worker, built by the trusted builder.
 
 The worker (`native.serve`, armed by `build_redirect.py`) turns a `load_c` call made while the candidate is imported
-into `{"status": "build", "kind": "native", "spec": ...}`; the driver (`build_stage.load_candidate`) hands the spec to
+into `{"status": "build", "kind": "native", "spec": ...}`; the driver (`stage.load_candidate`) hands the spec to
 `NativeServer.answer`, which validates it (name, flags from the allow-list, readable prototypes), looks it up in the
 native build cache (`native_build.NativeCache`) or has the compiler build it once per digest inside the builder's
 bubblewrap view (/usr, the Python installation, the build's own folder: no home, no project, no /tmp), or without
 bubblewrap in the build jail that reads as little (`build_jail.py`), and replies
 with the verdict and, for a build that worked, the library's bytes. The worker writes them into its private folder
-and loads them; it never runs a compiler. While collecting (`build_stage.prebuild`, Ray's ahead-of-time builds), the
+and loads them; it never runs a compiler. While collecting (`stage.prebuild`, Ray's ahead-of-time builds), the
 worker gets no bytes and a stub library, so every `load_c` call of the candidate is built before it is evaluated.
 """
 

@@ -5,7 +5,7 @@ Protocol (driver = the trusted process holding a worker's channel: `LocalEvaluat
 1. the driver sends the candidate worker `load` with `"builds": true`; the worker imports the candidate with the
    load_inline hook armed (`build_redirect.py`);
 2. each `load_inline` call with CUDA sources is turned into a `BuildSpec` in the worker and sent to the driver as
-   `{"status": "build", "spec": ...}` (`worker_replies.BuildRequest`); the worker waits;
+   `{"status": "build", "spec": ...}` (`replies.BuildRequest`); the worker waits;
 3. the driver (`BuildServer.answer`) validates the spec, looks its key up in the cache or has the sandboxed builder
    compile it (`BuildCache.get_or_build`), and replies `Built(verdict, log, ...)` (`commands.py`), with the `.so`
    bytes for a linked build: the worker loads that copy (GPU), or raises the cached verdict (no GPU: compile_error

@@ -37,7 +37,7 @@ _BY_KIND = {"cpu": CPU, "cuda": CUDA}
 
 
 def rules(kind: str) -> DeviceRules:
-    """The rules of a resolved device kind (`device.resolve_device`); ValueError for any other."""
+    """The rules of a resolved device kind (`info.resolve_device`); ValueError for any other."""
     try:
         return _BY_KIND[kind]
     except KeyError:

@@ -50,7 +50,7 @@ class WorkerConnection:
             raise self._failure(Status.CRASHED, "died while receiving a command") from None
 
     def recv(self, timeout_s: float, doing: str) -> tuple[Reply, list[torch.Tensor]]:
-        """The worker's next reply, parsed (`worker_replies.parse`); its failures raised as the verdict (`Refused`)
+        """The worker's next reply, parsed (`replies.parse`); its failures raised as the verdict (`Refused`)
         or, for the reference or a task that fails to load, as the task's error."""
         try:
             header, tensors = self.channel.recv(timeout_s)

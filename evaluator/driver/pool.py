@@ -148,7 +148,7 @@ class EvaluatorActor:
 
 def build_task(task: Task, candidate: Candidate, cfg: EvalConfig, mode: str,
                build_cache: str | None) -> list[dict[str, Any]]:
-    """The body of a Ray CPU task: the candidate's CUDA builds, into the cache (see `build_stage.prebuild`)."""
+    """The body of a Ray CPU task: the candidate's CUDA builds, into the cache (see `stage.prebuild`)."""
     return prebuild(task, candidate, cfg, mode, build_cache)
 
 
@@ -191,7 +191,7 @@ class RayRunner:
     either a small local Ray is started, with `BUILD_CPUS` CPUs beyond the actors' for build tasks (see
     `ray_cluster.py`, which also says what token authentication needs). `close` disconnects (and stops a Ray it
     started). A candidate that uses `cpp_extension` is built by a Ray CPU task first (`build_cache`: the cache
-    folder, see `build_cache.cache_root`); it waits for that task before it is handed to an actor. An actor that dies
+    folder, see `cache.cache_root`); it waits for that task before it is handed to an actor. An actor that dies
     (or whose node does) is replaced and its evaluation retried on the fresh actor, wherever Ray places it,
     `ATTEMPTS_PER_EVALUATION` tries in all, then resolves `infra_failed` (not a verdict); each retry is announced in
     `notices`. Actors are replaced after `recycle_after` evaluations.

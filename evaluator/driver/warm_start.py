@@ -6,7 +6,7 @@ can launch both zygotes as its first act and let its own imports, the task file'
 static check run while they start (`opforge eval` does). The evaluator later adopts them (`LocalEvaluator(zygotes=)`)
 with nothing weakened: the same constructor arguments as ever, the candidate's sandbox hiding the same build caches.
 
-Which device `auto` means is torch's answer (`device.resolve_device`); before torch is imported, `likely_device`
+Which device `auto` means is torch's answer (`info.resolve_device`); before torch is imported, `likely_device`
 guesses it from the device nodes. A wrong guess costs only the CPU of two zygotes started for nothing: the evaluator
 starts the right ones when it needs them, and closing the evaluator stops every zygote it holds.
 """

@@ -55,7 +55,7 @@ def refusal(role: str, device: str, environ: dict[str, str] | None = None) -> st
 
 
 class ForkedProcess:
-    """The forked zygote as `sandbox.Zygote` uses a `subprocess.Popen`: its pid, exit status and stderr."""
+    """The forked zygote as `launch.Zygote` uses a `subprocess.Popen`: its pid, exit status and stderr."""
 
     def __init__(self, pid: int, stderr: IO[bytes]):
         self.pid, self.stderr = pid, stderr

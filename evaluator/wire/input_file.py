@@ -16,7 +16,7 @@ before the driver's `go` started the clock (issue 33, class 3). Now, for every t
 
 Both sides' calls read their inputs from the same kind of memory (a shared file's 4 KiB pages), cold alike. Inputs
 the file cannot carry (a non-contiguous or non-CPU tensor, an object other than a tensor, a number or None) keep the
-in-worker draw, and the verdict says so (`measure.Measurement.inputs`).
+in-worker draw, and the verdict says so (`blocks.Measurement.inputs`).
 """
 
 from __future__ import annotations

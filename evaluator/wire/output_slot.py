@@ -1,19 +1,19 @@
 """Where a timed call's outputs are judged: a shared-memory file that the driver made and reads itself.
 
 The driver creates one memory file (`memfd_create`) per worker and hands it to the worker with its channel
-(`sandbox.Zygote.spawn`). Inside every timed call's window, in both roles alike, the worker copies the call's outputs
+(`launch.Zygote.spawn`). Inside every timed call's window, in both roles alike, the worker copies the call's outputs
 into it (`WorkerSlot.write`, the copy that used to be a clone of each output) and says where each lies in its reply
 (`Layout`). The driver then reads the bytes itself with `pread` on its own descriptor (`DriverSlot.read`), for the
 calls it picked (`Reservoir`): nothing the verdict depends on leaves the candidate's process through code that runs
 in it, so a send path patched from C (a call that computes part of its outputs and completes them on their way out)
 has nothing to patch, and the worker is never told which calls were read.
 
-A layout is the candidate's word and is checked like a frame's header (`wire.decode_tensors`): dtypes from the wire's
+A layout is the candidate's word and is checked like a frame's header (`frames.decode_tensors`): dtypes from the wire's
 list, shapes of non-negative ints, every span inside the file. A forged layout can only point the driver at other
 bytes of the same file, which are then compared with the reference's recompute like any output.
 
 The file is the worker's to write at any time; what keeps it still while the driver reads is the quiet window
-(`measure._block`): the driver reads the candidate's CPU by the kernel's accounting before and after its read, and a
+(`blocks._block`): the driver reads the candidate's CPU by the kernel's accounting before and after its read, and a
 worker that ran while it should have been waiting for the driver's next word is refused.
 """
 

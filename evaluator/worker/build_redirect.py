@@ -4,7 +4,7 @@ and `load` replaced, and `load_c` served (`native.serve`), once the guards' laun
 
 - A CPU extension while the candidate is imported goes to the driver's build stage (`cpu_extension.prebuilt`), never
   to a private build;
-- a CUDA one to the driver's build cache first (`cuda_build.prebuilt`); where none answers, on a machine without a GPU
+- a CUDA one to the driver's build cache first (`cuda.prebuilt`); where none answers, on a machine without a GPU
   it is compile-checked privately (`cuda_fallback.check_compiles`), and with one PyTorch's own `load_inline` builds it;
 - `load_c`'s libraries come from the build stage (`Guards.native_build`).
 
