@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=4 * 2**20)
     args = parser.parse_args()
     from evaluator import Candidate, EvalConfig, load_task
-    from evaluator.driver import evaluate
+    from evaluator import evaluate
     task = load_task(ROOT / "benchmarks" / "tiny" / "gelu_tanh.py")
     evals = []
     for _ in range(args.evals):

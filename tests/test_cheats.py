@@ -47,7 +47,7 @@ import pytest
 import torch
 
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent

@@ -123,16 +123,16 @@ def test_an_extension_is_built_once_and_a_second_evaluation_only_loads_it(evalua
     task = load_task(TASK)
     first = evaluator.evaluate(task, load_candidate(HONEST), CFG)
     assert first.status == Status.OK and first.backend == "cpp", f"{first.status}: {first.reason}\n{first.log}"
-    builds = _compiles(evaluator.build.cache, "relu_cpu_ext")
+    builds = _compiles(evaluator.build_cache, "relu_cpu_ext")
     assert [b["verdict"] for b in builds] == ["linked"]
     assert builds[0]["pid"] == os.getpid()  # built by the driver's builder, not inside the candidate's worker
-    record = evaluator.build.cache.record(builds[0]["key"])
+    record = evaluator.build_cache.record(builds[0]["key"])
     assert record is not None and record["toolchain"]["mode"] == "cpu" and record["context"] == "evaluation"
 
     second = evaluator.evaluate(task, load_candidate(HONEST), CFG)
     assert second.status == Status.OK, f"{second.status}: {second.reason}"
-    assert len(_compiles(evaluator.build.cache, "relu_cpu_ext")) == 1, "the compiler ran again"
-    assert evaluator.build.cache.record(builds[0]["key"])["build_id"] == record["build_id"]
+    assert len(_compiles(evaluator.build_cache, "relu_cpu_ext")) == 1, "the compiler ran again"
+    assert evaluator.build_cache.record(builds[0]["key"])["build_id"] == record["build_id"]
 
 
 @pytest.mark.slow
@@ -140,7 +140,7 @@ def test_an_extension_calling_aten_is_still_refused_when_loaded_from_the_cache(e
     result = evaluator.evaluate(load_task(TASK), load_candidate(ATEN), CFG)
     assert result.status == Status.REJECTED, f"{result.status}: {result.reason}"
     assert "relu" in result.reason, result.reason
-    assert len(_compiles(evaluator.build.cache, "relu_cpu_ext")) == 1  # the honest candidate's build, reused
+    assert len(_compiles(evaluator.build_cache, "relu_cpu_ext")) == 1  # the honest candidate's build, reused
 
 
 @pytest.mark.slow
@@ -152,17 +152,17 @@ def test_a_compile_error_is_one_sentence_with_the_compiler_log_and_is_cached(eva
     assert "error" in result.log and "main.cpp" in result.log, result.log
     again = evaluator.evaluate(load_task(TASK), broken, CFG)
     assert (again.status, again.reason, again.log) == (result.status, result.reason, result.log)
-    assert [b["verdict"] for b in _compiles(evaluator.build.cache, "opforge_test_broken_cpu")] == ["compile_error"]
+    assert [b["verdict"] for b in _compiles(evaluator.build_cache, "opforge_test_broken_cpu")] == ["compile_error"]
 
 
 def test_a_flag_outside_the_allow_list_is_refused_before_any_compiler_runs(evaluator):
     plugin = Candidate.from_source(BROKEN.replace("FLAGS", '["-O2", "-fplugin=/tmp/evil.so"]'))
-    before = len(evaluator.build.cache.compiles())
+    before = len(evaluator.build_cache.compiles())
     result = evaluator.evaluate(load_task(TASK), plugin, CFG)
     assert result.status == Status.COMPILE_ERROR, f"{result.status}: {result.reason}"
     assert result.reason.startswith("load_inline('opforge_test_broken_cpu') cannot be built by the evaluator: the "
                                     "compile flag '-fplugin=/tmp/evil.so' is not allowed"), result.reason
-    assert len(evaluator.build.cache.compiles()) == before
+    assert len(evaluator.build_cache.compiles()) == before
 
 
 @pytest.mark.slow
@@ -170,4 +170,4 @@ def test_the_ahead_of_time_build_stage_builds_cpu_extensions_into_the_same_cache
     from evaluator.build.stage import prebuild
     summaries = prebuild(load_task(TASK), load_candidate(HONEST), CFG, "check", str(cache_dir))
     assert [(s["kind"], s["verdict"]) for s in summaries] == [("cpu_extension", "linked")], summaries
-    assert len(_compiles(evaluator.build.cache, "relu_cpu_ext")) == 1  # once in all, whichever test built it
+    assert len(_compiles(evaluator.build_cache, "relu_cpu_ext")) == 1  # once in all, whichever test built it

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import Candidate, EvalConfig, Status, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 from evaluator.measure.cpu_memory import ProcessPeak
 
 TESTS = Path(__file__).resolve().parent

@@ -137,15 +137,15 @@ def test_cuda_build_is_compiled_once_and_reused_by_a_second_evaluation(evaluator
     task, candidate = load_task(TASK), light("opforge_test_relu_cuda")
     first = evaluator.evaluate(task, candidate, CFG)
     assert first.status == Status.RUNTIME_ERROR and "no CUDA device" in first.reason, first.reason
-    builds = _compiles(evaluator.build.cache, "opforge_test_relu_cuda")
+    builds = _compiles(evaluator.build_cache, "opforge_test_relu_cuda")
     assert [b["verdict"] for b in builds] == ["compiled"]
-    record = evaluator.build.cache.record(builds[0]["key"])
+    record = evaluator.build_cache.record(builds[0]["key"])
     assert record is not None and record["verdict"] == "compiled" and record["context"] == "evaluation"
 
     second = evaluator.evaluate(task, candidate, CFG)
     assert (second.status, second.reason) == (first.status, first.reason)
-    assert len(_compiles(evaluator.build.cache, "opforge_test_relu_cuda")) == 1, "the compiler ran again"
-    assert evaluator.build.cache.record(builds[0]["key"])["build_id"] == record["build_id"]
+    assert len(_compiles(evaluator.build_cache, "opforge_test_relu_cuda")) == 1, "the compiler ran again"
+    assert evaluator.build_cache.record(builds[0]["key"])["build_id"] == record["build_id"]
 
 
 @pytest.mark.slow
@@ -159,7 +159,7 @@ def test_compile_error_is_reported_with_the_compiler_log_and_cached(evaluator):
     assert "error" in result.log and "cuda.cu" in result.log, result.log
     again = evaluator.evaluate(task, broken, CFG)
     assert (again.status, again.log) == (result.status, result.log)
-    assert [b["verdict"] for b in _compiles(evaluator.build.cache, "opforge_test_broken_relu")] == ["compile_error"]
+    assert [b["verdict"] for b in _compiles(evaluator.build_cache, "opforge_test_broken_relu")] == ["compile_error"]
 
 
 @pytest.mark.slow
@@ -170,7 +170,7 @@ def test_the_compile_check_accepts_the_cxx_standard_of_torchs_own_recipe(evaluat
                                                     "static_assert(FourBytes<float>);\n")
     result = evaluator.evaluate(load_task(TASK), cxx20, CFG)
     assert result.status == Status.RUNTIME_ERROR and "no CUDA device" in result.reason, (result.reason, result.log)
-    assert [b["verdict"] for b in _compiles(evaluator.build.cache, "opforge_test_cxx20_relu")] == ["compiled"]
+    assert [b["verdict"] for b in _compiles(evaluator.build_cache, "opforge_test_cxx20_relu")] == ["compiled"]
 
 
 @pytest.mark.slow
@@ -229,7 +229,7 @@ def test_included_private_files_never_reach_the_compiler_log(evaluator, target):
         dumped = result.reason + result.log
         assert not any(s in dumped for s in secrets_in_file), "a private file's content reached the result"
         assert "No such file" in result.log or "cannot open" in result.log, result.log
-        assert [b["verdict"] for b in _compiles(evaluator.build.cache, name)] == ["compile_error"]  # the builder's
+        assert [b["verdict"] for b in _compiles(evaluator.build_cache, name)] == ["compile_error"]  # the builder's
     finally:
         shutil.rmtree(secret_dir, ignore_errors=True)
 

@@ -24,7 +24,7 @@ def test_each_resolved_kind_has_its_rules_and_nothing_else_does() -> None:
 
 
 def test_the_evaluation_does_not_compare_kind_names() -> None:
-    source = (ROOT / "evaluator" / "evaluate.py").read_text(encoding="utf-8")
+    source = (ROOT / "evaluator" / "driver" / "evaluate.py").read_text(encoding="utf-8")
     found = [f"evaluate.py:{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1)
              if KIND_TEST.search(line)]
     assert not found, "branch on device_rules.rules(kind) instead:\n" + "\n".join(found)

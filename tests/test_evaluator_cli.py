@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import Candidate, EvalConfig, Status, TaskError, load_candidate, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 from opforge.cli.commands.eval import summary
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluator import Candidate, EvalConfig, Status, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 
 SLOW_REFERENCE = """import time
 import torch

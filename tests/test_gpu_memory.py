@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import Candidate, EvalConfig, Status, TaskError, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 
 CANDIDATE = """import torch
 import torch.nn as nn

@@ -13,7 +13,7 @@ from agents.llm_coder import LLMCoder
 from agents.prompting import DeviceFacts
 from agents.proposal import Scored
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 
 TINY = Path(__file__).resolve().parent.parent / "benchmarks" / "tiny"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import Candidate, EvalConfig, EvalResult, Status, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 from evaluator.verify import policy
 from evaluator.backend import backend_of, runs_in_triton_interpreter
 from evaluator.build.native_build import NativeCache

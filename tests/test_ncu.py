@@ -42,7 +42,7 @@ def test_real_kernel_gets_nsight_metrics():
     from pathlib import Path
 
     from evaluator import EvalConfig, load_candidate, load_task
-    from evaluator.driver import evaluate
+    from evaluator import evaluate
     tiny = Path(__file__).resolve().parent.parent / "benchmarks" / "tiny"
     result = evaluate(load_task(tiny / "softmax.py"), load_candidate(tiny / "softmax.seed.py"),
                       EvalConfig(device="cuda", max_timing_s=0.5))

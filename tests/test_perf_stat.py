@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import EvalConfig, load_candidate, load_task
-from evaluator.driver import evaluate
+from evaluator import evaluate
 from evaluator.profile import perf_stat
 
 ROOT = Path(__file__).resolve().parent.parent

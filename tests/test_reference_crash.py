@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from evaluator import Candidate, EvalConfig
-from evaluator.driver import evaluate
+from evaluator import evaluate
 from evaluator.task import TaskError, task_from_source
 
 DIES_RUNNING = '''import os, sys
