@@ -37,7 +37,8 @@ from evaluator import Candidate, EvalConfig, EvalResult, Status, Task, load_cand
 from evaluator.result import DeviceInfo, Timing  # noqa: E402
 from evaluator.driver.evaluate import LocalEvaluator  # noqa: E402
 from evaluator.worker.heap import keep_freed_memory  # noqa: E402
-from evaluator.driver.pool import LocalRunner, RayRunner, Runner  # noqa: E402
+from evaluator.driver.pool import LocalRunner, Runner  # noqa: E402
+from evaluator.driver.ray_runner import RayRunner  # noqa: E402
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
 from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run  # noqa: E402

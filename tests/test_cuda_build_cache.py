@@ -247,7 +247,7 @@ def ray_runtime():
 @pytest.mark.slow
 @needs_nvcc
 def test_ray_runner_builds_candidates_in_parallel_cpu_tasks(ray_runtime, tmp_path):
-    from evaluator.driver.pool import RayRunner
+    from evaluator.driver.ray_runner import RayRunner
     cache = str(tmp_path / "cache")
     runner = RayRunner(workers=1, build_cache=cache)  # one CPU actor; the other two CPUs take the build tasks
     try:

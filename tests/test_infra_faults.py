@@ -16,7 +16,8 @@ import pytest
 from agents.tuner import TuneProposer
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, load_candidate, load_task
-from evaluator.driver.pool import ATTEMPTS_PER_EVALUATION, RayRunner, infra_failure
+from evaluator.driver.pool import ATTEMPTS_PER_EVALUATION
+from evaluator.driver.ray_runner import RayRunner, infra_failure
 from opforge.run.config import RunConfig
 from opforge.run.progress import progress_line
 from opforge.run.proposals import Proposing

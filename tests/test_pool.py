@@ -13,7 +13,8 @@ import pytest
 from agents.tuner import TuneProposer
 from benchmarks import builtin_task, seed_for
 from evaluator import Candidate, EvalConfig, EvalResult, Status, TaskError, load_candidate, load_task
-from evaluator.driver.pool import ATTEMPTS_PER_EVALUATION, LocalRunner, RayRunner, evaluate_safely
+from evaluator.driver.pool import ATTEMPTS_PER_EVALUATION, LocalRunner, evaluate_safely
+from evaluator.driver.ray_runner import RayRunner
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
 from opforge.run.search import Budget, Search, SearchSettings, start_run

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import builtin_task, seed_for
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.driver.pool import RayRunner
+from evaluator.driver.ray_runner import RayRunner
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"
 FAST = EvalConfig(max_timing_s=0.3, trials=1, profile=False, warmup_ms=5.0, device="cpu")

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import EvalConfig, Status, load_candidate, load_task
-from evaluator.driver.pool import RayRunner
+from evaluator.driver.ray_runner import RayRunner
 from evaluator.driver.ray_cluster import ActorPlan, build_cpus, plan_actors
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing

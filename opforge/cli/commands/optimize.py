@@ -9,7 +9,8 @@ import sys
 
 from evaluator import Task, TaskError
 from evaluator.device.info import device_info, resolve_device
-from evaluator.driver.pool import LocalRunner, RayRunner, Runner
+from evaluator.driver.pool import LocalRunner, Runner
+from evaluator.driver.ray_runner import RayRunner
 from opforge.cli.flags import RAY_ADDRESS_HELP, add_run_arguments, open_store, run_request
 from opforge.display import format_speedup
 from opforge.errors import UsageError
