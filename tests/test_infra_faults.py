@@ -77,8 +77,27 @@ def ray_runtime():
     ray.shutdown()
 
 
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _ours(pid: int) -> bool:
+    """Whether `pid` descends from this process (its own Ray): another test file's Ray, running beside this one under
+    pytest-xdist, has actors of the same title, and killing those failed that file's tests."""
+    me = os.getpid()
+    while pid > 1:
+        pid = _parent(pid)
+        if pid == me:
+            return True
+    return False
+
+
 def _actor_pids() -> set[int]:
-    """Processes Ray runs the evaluator actors in (their title is `ray::EvaluatorActor...`)."""
+    """Processes this process's Ray runs the evaluator actors in (their title is `ray::EvaluatorActor...`)."""
     pids = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -87,7 +106,7 @@ def _actor_pids() -> set[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if cmdline.startswith(b"ray::EvaluatorActor"):
+        if cmdline.startswith(b"ray::EvaluatorActor") and _ours(int(entry.name)):
             pids.add(int(entry.name))
     return pids
 
