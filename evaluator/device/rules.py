@@ -25,14 +25,25 @@ class DeviceRules:
     driver_peak_memory: bool   # peak memory read by the driver from each worker's /proc (cpu_memory.py)
     hands_back_timed_cores: bool  # a runner may start preparing another evaluation once timing is over
     profiler: str              # the counters' source for native code: "perf" (perf_stat.py) or "ncu" (ncu.py)
+    host_timer: bool           # a call's time is the host's clock around it, so the driver's clock around each call
+                               # bounds the worker's claim (clock_checks._cross_check_calls); a GPU's is its events,
+                               # and a launch's host cost lies outside them by design
+    clock_gap_floor_ms: float  # what the driver's and the workers' clocks may disagree by per call before the
+                               # whole-cycle check counts it: a CPU call's wall holds the harness's Python around it
+    machine_load_read: bool    # the machine's other work during each timing round is read (other_work.py): on a
+                               # CPU it takes the timed cores; a GPU's timed work is the device's
+    energy_meter: str          # "rapl" (cpu_energy.py, where the machine exposes it) or "nvml" (energy.py)
+    triton_interpreted: bool   # Triton runs under its interpreter (TRITON_INTERPRET=1): there is no GPU to compile for
 
 
 CPU = DeviceRules("cpu", address_space_cap=True, gpu_memory_share=False, keep_off_timed_cores=True,
                   trusted_inputs=True, sized_before_drawing=True, worker_cpu_read=True, driver_peak_memory=True,
-                  hands_back_timed_cores=True, profiler="perf")
+                  hands_back_timed_cores=True, profiler="perf", host_timer=True, clock_gap_floor_ms=0.5,
+                  machine_load_read=True, energy_meter="rapl", triton_interpreted=True)
 CUDA = DeviceRules("cuda", address_space_cap=False, gpu_memory_share=True, keep_off_timed_cores=False,
                    trusted_inputs=False, sized_before_drawing=False, worker_cpu_read=False, driver_peak_memory=False,
-                   hands_back_timed_cores=False, profiler="ncu")
+                   hands_back_timed_cores=False, profiler="ncu", host_timer=False, clock_gap_floor_ms=0.05,
+                   machine_load_read=False, energy_meter="nvml", triton_interpreted=False)
 _BY_KIND = {"cpu": CPU, "cuda": CUDA}
 
 

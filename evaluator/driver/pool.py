@@ -26,6 +26,7 @@ from typing import Protocol
 
 from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
+from evaluator.device.rules import rules
 from evaluator.driver.evaluate import LocalEvaluator
 from evaluator.result import EvalResult, Status
 from evaluator.task import Task, TaskError
@@ -78,7 +79,10 @@ class LocalRunner:
         if workers < 1:
             raise ValueError(f"LocalRunner needs at least one worker, not {workers}.")
         self._workers = workers
-        self._overlap = likely_device("auto") == "cpu" if overlap is None else overlap
+        if overlap is None:
+            likely = likely_device("auto")
+            overlap = likely is not None and rules(likely).hands_back_timed_cores
+        self._overlap = overlap
         self._slots = threading.BoundedSemaphore(workers)
         self._own_evaluator = evaluator is None
         self._evaluator = evaluator or LocalEvaluator(sandbox, build_cache)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from evaluator.device.rules import rules
 from evaluator.measure.block_sizes import MIN_BLOCK_CALLS, MIN_BLOCKS
 from evaluator.wire.commands import Batch, Check, Clock, Go, NextCall, Time
 from evaluator.config import EvalConfig
@@ -293,7 +294,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     if trusted_inputs is not None and not trusted_inputs.available(0, fresh_seed()):
         trusted_inputs = None
     idle = IdleCandidate(candidate_cpu) if candidate_cpu is not None else None
-    meter = other_work if other_work is not None else (OtherWork() if device_kind == "cpu" else None)
+    meter = other_work if other_work is not None else (OtherWork() if rules(device_kind).machine_load_read else None)
     floor_ms = precision_floor_ms(device_kind)
     ref = SideRecord(floor_ms=floor_ms)
     cand = SideRecord(floor_ms=floor_ms, deep_check_block=random.randrange(DEEP_CHECK_BLOCKS))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from evaluator.device.rules import rules
 from evaluator.measure.block_sizes import MIN_BLOCK_CALLS, MIN_BLOCKS
 from evaluator.wire.commands import Clock
 from evaluator.config import EvalConfig
@@ -160,7 +161,7 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
                 else statistics.median(cand.walls_ms) - statistics.median(ref.walls_ms))
     claimed_gap = cand_ms - ref_ms
     noise = _iqr(cand.walls_ms) + _iqr(ref.walls_ms)
-    floor_ms = 0.5 if device_kind == "cpu" else 0.05
+    floor_ms = rules(device_kind).clock_gap_floor_ms
     implied_cand_ms = max(ref_ms + wall_gap, 1e-6)
     claimed_speedup, implied_speedup = ref_ms / max(cand_ms, 1e-9), ref_ms / implied_cand_ms
     # A candidate slower than the reference is not judged here: the watch around its calls (the profiler, the
@@ -194,7 +195,7 @@ def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device
     Each call's remainder is its own wall less its own timing, so the machine's load, which stretches both, cancels
     where a gap of walls between blocks did not. CPU only: on a GPU the timer is the device's events, and a launch's
     host cost is outside them by design."""
-    if device_kind != "cpu":
+    if not rules(device_kind).host_timer:
         return
     cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]
     ref_rest = [w - t for w, t in zip(ref.call_walls_ms, ref.samples_ms)]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.device.rules import rules
 from evaluator.device.nvml import load_nvml
 
 LOOP_S = 1.0   # at least ten NVML updates (EvalConfig.energy_loop_s)
@@ -71,7 +72,7 @@ class EnergyMeter:
 
     @classmethod
     def for_device(cls, kind: str) -> EnergyMeter:
-        if kind != "cuda":
+        if rules(kind).energy_meter != "nvml":
             return cls(None, None)
         import os
 

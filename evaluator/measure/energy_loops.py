@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evaluator.device.rules import rules
 from evaluator.wire.commands import Loop
 from evaluator.measure.cpu_energy import RaplMeter
 from evaluator.measure.energy import LOOP_S, EnergyFigure, EnergyMeter, meter_loop
@@ -38,7 +39,7 @@ def _meter(kind: str) -> EnergyMeter:
     """One meter per device kind in this process (NVML opened once; the idle figure shared for a minute); on a CPU,
     RAPL's counters where the machine exposes them (`cpu_energy.py`)."""
     if kind not in _meters:
-        if kind == "cpu":
+        if rules(kind).energy_meter == "rapl":
             _meters[kind] = RaplMeter()
         else:
             _meters[kind] = EnergyMeter.for_device(kind)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluator.device.rules import rules
 from evaluator.sandbox import process_tree
 
 NCU_METRICS = (
@@ -162,7 +163,7 @@ def profile_with_ncu(task_source: str, task_name: str, candidate_source: str, in
             target = prefix[:-1] + ["--bind", str(job), str(job), "--"] + target
         env = scrubbed_environment()
         env["PYTHONPATH"] = str(PROJECT_ROOT)
-        if device == "cpu":
+        if rules(device).triton_interpreted:
             env["TRITON_INTERPRET"] = "1"
         metrics, dropped = list(NCU_METRICS), list[str]()
         if build_answer is None:

@@ -44,6 +44,7 @@ def main() -> None:
     os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(work, "torch-extensions")
     tempfile.tempdir = work
     perf = PerfControl(job_dir, job["perf_control"]) if job.get("perf_control") else None  # before the audit hook
+    from evaluator.device.rules import rules
     from evaluator.wire.commands import Load
     from evaluator.worker.guards import Guards
     from evaluator.worker.hardening import Limits, assert_fork_safe, harden
@@ -77,7 +78,7 @@ def main() -> None:
     assert worker.rt is not None and worker.timer is not None
     timer = worker.timer
     inputs = worker.rt.inputs(0, int(job["seed"]))
-    cuda = device == "cuda"
+    cuda = rules(device).profiler == "ncu"  # the NVTX range and the device's synchronisation
     with torch.no_grad():
         model(*inputs)  # compile and warm outside the profiled range
         timer.sync()

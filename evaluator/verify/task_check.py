@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.device.rules import rules
 from evaluator.wire.commands import Load, Run
 from evaluator.config import EvalConfig
 from evaluator.driver.connection import Refused, WorkerConnection
@@ -78,7 +79,7 @@ def _check(connect: Connect, task: Task, device: str, timeout_s: float, probe: b
                                    Ready, timeout_s, "loading")
         n = reply.variants
         sizes = tuple(s for s in map(TaskSize.from_wire, reply.sizes or ()) if s is not None)
-        if kind == "cpu":  # at its size, before any variant is drawn (task_size.py)
+        if rules(kind).sized_before_drawing:  # at its size, before any variant is drawn (task_size.py)
             too_big = refusal(task.label, list(sizes), available_bytes(), EvalConfig().memory_limit_bytes)
             if too_big:
                 raise TaskError(too_big)
