@@ -18,16 +18,12 @@ call put it, is printed beside.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
-import importlib.util
-import mmap
 import os
 import platform
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,6 +33,7 @@ from evaluator.sandbox.zygote_env import openmp_environment  # noqa: E402  (ligh
 os.environ.update(openmp_environment())  # both sides' OpenMP as in the workers: before libgomp loads with torch
 
 import torch  # noqa: E402
+from bench_pages import MADV_NOHUGEPAGE, mapped_copy, module  # noqa: E402  (this folder: the same mapping, offset)
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator.harness_library import local_flush  # noqa: E402
@@ -44,30 +41,11 @@ from evaluator.worker.heap import keep_freed_memory  # noqa: E402
 from evaluator.worker.timing import CallTimer  # noqa: E402
 
 PAGE = 4096
-MADV_NOHUGEPAGE = 15
-_libc = ctypes.CDLL(None)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_mappings: list[mmap.mmap] = []  # kept alive while their tensors are
 
 
 def placed(t: torch.Tensor, offset: int) -> torch.Tensor:
-    """`t`'s values in a fresh anonymous mapping (4 KiB pages), starting `offset` bytes into a page."""
-    size = t.numel() * t.element_size()
-    region = mmap.mmap(-1, size + 2 * PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    _mappings.append(region)
-    start = ctypes.addressof(ctypes.c_char.from_buffer(region))
-    _libc.madvise(start, size + 2 * PAGE, MADV_NOHUGEPAGE)
-    out = torch.frombuffer((ctypes.c_char * size).from_address(start + offset), dtype=t.dtype).view(t.shape)
-    out.copy_(t)
-    return out
-
-
-def module(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """`t`'s values in a fresh anonymous mapping of 4 KiB pages, starting `offset` bytes into a page."""
+    return mapped_copy(t, MADV_NOHUGEPAGE, offset)
 
 
 def run(task_name: str, offsets: list[int], rounds: int) -> None:

@@ -45,15 +45,16 @@ _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _mappings: list[mmap.mmap] = []  # kept alive while their tensors are
 
 
-def mapped_copy(t: torch.Tensor, advice: int) -> torch.Tensor:
-    """`t`'s values in a private anonymous mapping, 2 MiB aligned, advised `advice` before its first touch."""
+def mapped_copy(t: torch.Tensor, advice: int, offset: int = 0) -> torch.Tensor:
+    """`t`'s values in a private anonymous mapping, 2 MiB aligned, advised `advice` before its first touch; starting
+    `offset` bytes past the alignment (`bench_offsets.py`)."""
     size = t.numel() * t.element_size()
     region = mmap.mmap(-1, size + 2 * HUGE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     _mappings.append(region)
     address = ctypes.addressof(ctypes.c_char.from_buffer(region))
     start = -(-address // HUGE_BYTES) * HUGE_BYTES
     _libc.madvise(start, -(-size // HUGE_BYTES) * HUGE_BYTES, advice)
-    out = torch.frombuffer((ctypes.c_char * size).from_address(start), dtype=t.dtype).view(t.shape)
+    out = torch.frombuffer((ctypes.c_char * size).from_address(start + offset), dtype=t.dtype).view(t.shape)
     out.copy_(t)  # the first touch, after the advice
     return out
 
