@@ -41,7 +41,8 @@ from evaluator.driver.pool import LocalRunner, Runner  # noqa: E402
 from evaluator.driver.ray_runner import RayRunner  # noqa: E402
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run  # noqa: E402
+from opforge.run.search import Progress, Search, SearchSettings  # noqa: E402
+from opforge.run.start import Budget, start_run  # noqa: E402
 from store import get_store  # noqa: E402
 
 

@@ -220,7 +220,8 @@ def part_loop(ctx: "Context") -> list[dict[str, Any]]:
     from evaluator.driver.pool import LocalRunner
     from opforge.run.config import RunConfig
     from opforge.run.proposals import Proposing
-    from opforge.run.search import Budget, Search, SearchSettings, start_run
+    from opforge.run.search import Search, SearchSettings
+    from opforge.run.start import Budget, start_run
     from store import get_store
 
     class Listed(InstantProposer):
@@ -278,7 +279,8 @@ def part_sol(ctx: "Context") -> list[dict[str, Any]]:
     from evaluator.measure.task_work import task_work
     from opforge.run.config import RunConfig
     from opforge.run.proposals import Proposing
-    from opforge.run.search import Budget, Search, SearchSettings, start_run
+    from opforge.run.search import Search, SearchSettings
+    from opforge.run.start import Budget, start_run
     from store import get_store
 
     env = ctx.env or part_env(ctx)

@@ -29,7 +29,7 @@ class JobMethods:
 
     def submit_job(self, run_id: int, config: Mapping[str, Any] | None = None, priority: int = 0,
                    requires: str = "any") -> JobRecord:
-        """Queue a job that drives the run (created beforehand, e.g. by `opforge.run.search.start_run`); `requires`
+        """Queue a job that drives the run (created beforehand, e.g. by `opforge.run.start.start_run`); `requires`
         is what a worker's machine must have to claim it (`any`, `cpu` or `gpu`)."""
         if requires not in JOB_REQUIREMENTS:
             raise StoreError(f"A job requires one of {', '.join(JOB_REQUIREMENTS)}, not {requires!r}.")

@@ -23,7 +23,8 @@ from opforge.run import archive
 from opforge.reports.run_summary import run_report
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Search, SearchSettings, start_run
+from opforge.run.search import Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent

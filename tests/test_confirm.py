@@ -22,7 +22,8 @@ from opforge.run.confirm import Confirmation, ConfirmPolicy, confirmation_owed, 
 from opforge.run.population import Member
 from opforge.run.progress import ProgressPrinter
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Search, SearchSettings, start_run
+from opforge.run.search import Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"

@@ -17,7 +17,8 @@ from evaluator.driver.pool import ATTEMPTS_PER_EVALUATION, LocalRunner, evaluate
 from evaluator.driver.ray_runner import RayRunner
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Search, SearchSettings, start_run
+from opforge.run.search import Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"

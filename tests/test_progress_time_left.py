@@ -14,7 +14,8 @@ from evaluator.driver.pool import LocalRunner
 from opforge.run.config import RunConfig
 from opforge.run.progress import format_duration, progress_line
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run
+from opforge.run.search import Progress, Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"

@@ -28,7 +28,8 @@ from evaluator.driver.ray_runner import RayRunner
 from evaluator.driver.ray_cluster import ActorPlan, build_cpus, plan_actors
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run
+from opforge.run.search import Progress, Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import RunStatus, get_store
 
 REPO = Path(__file__).resolve().parent.parent

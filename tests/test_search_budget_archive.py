@@ -19,7 +19,8 @@ from evaluator.result import DeviceInfo, Timing
 from opforge.cli.commands.runs import run_list, run_show
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Search, SearchSettings, start_run
+from opforge.run.search import Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from opforge.web import views
 from store import QueueState, get_store
 

@@ -13,7 +13,8 @@ from evaluator.measure import speedup_noise
 from evaluator.driver.pool import LocalRunner
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Search, SearchSettings, start_run
+from opforge.run.search import Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"  # 16 x 512: small enough for the interpreter

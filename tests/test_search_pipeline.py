@@ -18,7 +18,8 @@ from evaluator.result import DeviceInfo, Timing
 from opforge.run.progress import ProgressPrinter
 from opforge.run.config import RunConfig
 from opforge.run.proposals import Proposing
-from opforge.run.search import Budget, Progress, Search, SearchSettings, start_run
+from opforge.run.search import Progress, Search, SearchSettings
+from opforge.run.start import Budget, start_run
 from store import QueueState, RunStatus, get_store
 
 TASK = Path(__file__).parent / "tasks" / "relu.py"

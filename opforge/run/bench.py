@@ -27,7 +27,8 @@ from opforge.run.confirm import confirmation_owed
 from opforge.run.launch import confirm_policy, run_config, search_for_run
 from opforge.run.peaks import ensure_cpu_peaks
 from opforge.run.plan import builtin_seed
-from opforge.run.search import Budget, Progress, SearchError, ensure_task_work, start_run
+from opforge.run.search import Progress, SearchError
+from opforge.run.start import Budget, ensure_task_work, start_run
 from opforge.run.shapes import with_derived_shapes
 from store import BenchRecord, RunRecord, RunStatus, Store, StoreError
 

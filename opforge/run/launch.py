@@ -12,7 +12,8 @@ from opforge.run import archive
 from opforge.run.config import RunConfig
 from opforge.run.confirm import ConfirmPolicy
 from opforge.run.proposers import make_proposer
-from opforge.run.search import Budget, Progress, Search, SearchSettings
+from opforge.run.search import Progress, Search, SearchSettings
+from opforge.run.start import Budget
 from opforge.run.strategy import StrategyConfig
 from store import RunRecord, Store
 

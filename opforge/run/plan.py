@@ -21,7 +21,7 @@ from opforge.run.capability import job_requirement
 from opforge.run.config import LLM_BACKENDS, RunConfig, resolve_backend
 from opforge.run.proposers import llm_settings, resolve_coder
 from opforge.run.request import CLI_NAMES, RunRequest, check_request, eval_config
-from opforge.run.search import Budget, start_run
+from opforge.run.start import Budget, start_run
 from opforge.run.shapes import Check, with_derived_shapes
 from store import JobRecord, RunStatus, Store
 

@@ -21,7 +21,8 @@ from opforge.run.launch import confirm_policy, run_config, search_for_run
 from opforge.run.plan import backend_note, plan_run
 from opforge.run.progress import ProgressPrinter
 from opforge.run.request import positive_whole
-from opforge.run.search import Budget, RunOutcome, SearchError, start_run
+from opforge.run.search import RunOutcome, SearchError
+from opforge.run.start import Budget, start_run
 from store import RunRecord, RunStatus, Store, StoreError
 
 
