@@ -182,6 +182,35 @@ CALL_GAP_SHARE = 0.1  # of the claimed call time: what the harness's costs aroun
 CALL_GAP_FLOOR_MS = 0.15  # the same in ms: the roles' watches record different operators (seen: -0.15 to +0.16)
 
 
+@dataclass(frozen=True)
+class CallGap:
+    """How much more the driver's clock saw around each of the candidate's calls, beyond its timer's figure, than
+    around the reference's (`short_ms`, medians of the per-call remainders), and what that may be before the
+    candidate's claim is refused (`allowed_ms`: a share of the claimed call, a floor, and the medians' noise)."""
+    short_ms: float
+    noise_ms: float
+    allowed_ms: float
+    cand_ms: float
+
+    @property
+    def refused(self) -> bool:
+        return self.short_ms > self.allowed_ms
+
+
+def call_gap(ref: SideRecord, cand: SideRecord, cand_ms: float) -> CallGap | None:
+    """The per-call remainders' gap (`_cross_check_calls`); None with too few calls on either side."""
+    cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]
+    ref_rest = [w - t for w, t in zip(ref.call_walls_ms, ref.samples_ms)]
+    if len(cand_rest) < MIN_BLOCK_CALLS or len(ref_rest) < MIN_BLOCK_CALLS:
+        return None
+    short_ms = statistics.median(cand_rest) - statistics.median(ref_rest)
+    # The noise of the two medians, from the reference's spread alone: the same harness work spreads alike in both
+    # roles (honest candidates' spreads were 0.5-2 times the reference's), while a forged timer's own spread grows
+    # with what it takes off each call (3-8 ms where the reference's was 1-4), which would widen its own tolerance.
+    noise_ms = 3 * _iqr(ref_rest) * math.sqrt(1 / len(cand_rest) + 1 / len(ref_rest))
+    return CallGap(short_ms, noise_ms, CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms, cand_ms)
+
+
 def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> None:
     """Refuse a candidate whose timer claims less of each call than the driver's clock around it allows.
 
@@ -197,19 +226,11 @@ def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device
     host cost is outside them by design."""
     if not rules(device_kind).host_timer:
         return
-    cand_rest = [w - t for w, t in zip(cand.call_walls_ms, cand.samples_ms)]
-    ref_rest = [w - t for w, t in zip(ref.call_walls_ms, ref.samples_ms)]
-    if len(cand_rest) < MIN_BLOCK_CALLS or len(ref_rest) < MIN_BLOCK_CALLS:
-        return
-    short_ms = statistics.median(cand_rest) - statistics.median(ref_rest)
-    # The noise of the two medians, from the reference's spread alone: the same harness work spreads alike in both
-    # roles (honest candidates' spreads were 0.5-2 times the reference's), while a forged timer's own spread grows
-    # with what it takes off each call (3-8 ms where the reference's was 1-4), which would widen its own tolerance.
-    noise_ms = 3 * _iqr(ref_rest) * math.sqrt(1 / len(cand_rest) + 1 / len(ref_rest))
-    if short_ms > CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms:
+    gap = call_gap(ref, cand, cand_ms)
+    if gap is not None and gap.refused:
         raise ClockDisagreement(Status.REJECTED,
                                 f"the candidate's reported times disagree with the driver's clock: around each call "
-                                f"the driver saw {short_ms:.3f} ms more beyond its timer's figure than around the "
+                                f"the driver saw {gap.short_ms:.3f} ms more beyond its timer's figure than around the "
                                 f"reference's (timer tampering)")
 
 
