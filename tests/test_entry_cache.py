@@ -1,6 +1,7 @@
 """The build caches' shared entries (`evaluator/build/entry_cache.py`): concurrent builds of one key compile once,
 only an entry of the cache's own format, key and bytes is an answer (anything else is rebuilt and replaced), and a
-build still holding the key's lock past the deadline is a timeout. No compiler needed."""
+build still holding the key's lock past the deadline is a timeout. No compiler needed, except for `load_c`'s format
+change at the end."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from evaluator.build.entry_cache import LOCK_TIMEOUT_LOG, EntryCache, Fresh, key_lock
+from evaluator.build.native_build import NativeCache, compiler, entry_key
+from evaluator.build.native_spec import NativeSpec
 from evaluator.wire.build_verdict import BuildVerdict
 
 STORED = (BuildVerdict.BUILT, BuildVerdict.COMPILE_ERROR)
@@ -119,3 +122,20 @@ def test_processes_building_one_key_at_once_compile_it_once(tmp_path):
     assert all(p.returncode == 0 for p in racers)
     assert answers == ["built False built once", "built True built once", "built True built once"]
     assert [c["context"] for c in _cache(tmp_path).compiles()] == ["race"]
+
+
+@pytest.mark.skipif(compiler("c") is None, reason="needs a C compiler")
+def test_load_c_entries_of_the_first_format_are_not_read_but_built_again(tmp_path):
+    """Format 1 kept `status`/`library` in `v1/<key[:2]>/<key>/`; format 2 does not read that folder at all."""
+    spec = NativeSpec.from_call("one", "void one(float* x) { x[0] = 1; }", ["one"], [], "c")
+    key = entry_key(spec)
+    old = tmp_path / "v1" / key[:2] / key
+    old.mkdir(parents=True)
+    (old / "libone.so").write_bytes(b"a format-1 library")
+    (old / "record.json").write_text(json.dumps({"format": 1, "key": key, "status": "built", "library": "libone.so"}))
+    cache = NativeCache(tmp_path)
+    assert cache.lookup(key) is None and cache.library_path(key) is None
+    built = cache.get_or_build(spec)
+    assert built.status == BuildVerdict.BUILT and not built.cached and built.library.startswith(b"\x7fELF")
+    assert cache.library_path(key) == tmp_path / "v2" / "entries" / key[:2] / key / "libone.so"
+    assert [c["verdict"] for c in cache.compiles()] == ["built"]
