@@ -168,7 +168,7 @@ def test_a_task_with_a_gpu_run_and_a_cpu_run_exports_a_kernel_for_each_device(tm
 def test_the_vendored_loader_needs_no_opforge_and_the_kernel_imports_it():
     files = vendored_loader("pkg")
     assert set(files) == {"pkg/_native/__init__.py", "pkg/_native/spec.py", "pkg/_native/build.py",
-                          "pkg/_native/verdict.py"}
+                          "pkg/_native/entry_cache.py", "pkg/_native/verdict.py"}
     assert not any("evaluator" in line and "import" in line and not line.startswith("#")
                    for text in files.values() for line in text.splitlines())
     rewritten = rewrite_kernel(SEED.read_text(), "pkg")

@@ -170,7 +170,7 @@ def test_without_a_compiler_load_c_names_the_compiler_and_what_to_install(tmp_pa
 def test_a_cache_hit_does_not_recompile(private_cache, monkeypatch):
     load_c("scale", SCALE, ["scale"], flags=["-O3"])
     cache = NativeCache(cache_root())
-    assert [c["status"] for c in cache.compiles()] == ["built"]
+    assert [c["verdict"] for c in cache.compiles()] == ["built"]
     monkeypatch.setattr(native, "_loaded", {})  # a new process: only the disk cache is left
     lib = load_c("scale", SCALE, ["scale"], flags=["-O3"])
     assert len(cache.compiles()) == 1

@@ -113,7 +113,7 @@ def test_a_native_candidate_is_built_by_the_build_stage_once_and_timed_on_the_mo
     second = evaluate(task, Candidate.from_source(NATIVE_RELU), CONFIG)
     assert second.status == Status.OK, second.reason
     builds = NativeCache(native_cache).compiles()
-    assert [(b["name"], b["status"], b["context"]) for b in builds] == [("relu_plain", "built", "evaluation")]
+    assert [(b["name"], b["verdict"], b["context"]) for b in builds] == [("relu_plain", "built", "evaluation")]
 
 
 def test_a_native_compile_error_is_a_compile_error_with_the_log(native_cache):

@@ -1,6 +1,6 @@
 """The CUDA build cache: one verdict per (sources, flags, toolchain), built once by a sandboxed trusted builder.
 
-Layout (`root` is `cache_root()`):
+Layout (`root` is `cache_root()`; the entries are kept by `entry_cache.py`, shared with `load_c`'s cache):
 
     root/v1/entries/<key[:2]>/<key>/record.json   the verdict: compiled | linked | compile_error, the compiler log,
                                                   the toolchain, when and where it was built
@@ -18,19 +18,16 @@ hidden from the candidate sandbox. Misses are built by `builder.py` (compilers o
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from evaluator.build import builder
 from evaluator.build import cuda as cuda_build
@@ -38,7 +35,7 @@ from evaluator.build.format import BUILD_FORMAT, tool_version
 from evaluator.wire.build_verdict import BuildVerdict
 from evaluator.build.cpu_extension import CpuExtensionSpec
 from evaluator.build.cuda import BuildSpec
-from evaluator.build.native_build import key_lock
+from evaluator.build.entry_cache import EntryCache, Fresh
 
 CACHE_ENV = "OPFORGE_CUDA_BUILD_CACHE"
 DISABLED = ("off", "none", "0", "false")
@@ -89,12 +86,13 @@ class Verdict:
 
 
 class BuildCache:
+    """The CUDA and CPU extension builds' cache: its entries (`entry_cache.py`, shared with `load_c`'s cache) and
+    how a miss is built (the sandboxed builder)."""
+
     def __init__(self, root: Path):
         self.root = root
-        self.base = root / f"v{BUILD_FORMAT}"
-        for sub in ("entries", "locks", "tmp"):
-            (self.base / sub).mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o700)
+        self.entries = EntryCache(root, BUILD_FORMAT, STORED, poll_s=0.2)
+        os.chmod(root, 0o700)  # unlike load_c's cache, refused (None from `open`) where the folder is not ours
 
     @classmethod
     def open(cls, location: str | os.PathLike[str] | None = None) -> "BuildCache | None":
@@ -110,93 +108,32 @@ class BuildCache:
             return None
 
     def entry(self, key: str) -> Path:
-        return self.base / "entries" / key[:2] / key
+        return self.entries.entry(key)
 
     def lookup(self, key: str) -> Verdict | None:
-        entry = self.entry(key)
-        try:
-            record = json.loads((entry / "record.json").read_text())
-            if record["key"] != key or record["verdict"] not in STORED:
-                return None
-            artifact = None
-            if record["verdict"] == BuildVerdict.LINKED:
-                artifact = entry / record["artifact"]
-                if hashlib.sha256(artifact.read_bytes()).hexdigest() != record["artifact_sha256"]:
-                    return None
-            return Verdict(BuildVerdict(record["verdict"]), key, record.get("log", ""), artifact, cached=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        hit = self.entries.lookup(key)
+        return None if hit is None else Verdict(hit.verdict, key, hit.log, hit.artifact, cached=True)
 
     def record(self, key: str) -> dict[str, Any] | None:
-        try:
-            return json.loads((self.entry(key) / "record.json").read_text())
-        except (OSError, ValueError):
-            return None
+        return self.entries.record(key)
 
     def compiles(self) -> list[dict[str, Any]]:
-        """Every compiler run so far (one dict per run: key, name, verdict, context, started, finished)."""
-        try:
-            lines = (self.base / "compiles.log").read_text().splitlines()
-        except OSError:
-            return []
-        out = []
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-        return out
+        """Every compiler run so far (one dict per run: key, name, verdict, context, pid, started, finished)."""
+        return self.entries.compiles()
 
     def get_or_build(self, spec: AnySpec, tc: dict[str, Any], *, isolation: str, timeout_s: float,
                      context: str) -> Verdict:
         """The cached verdict, or a fresh build by the sandboxed builder (stored unless it timed out)."""
         key = entry_key(spec, tc)
-        if (hit := self.lookup(key)) is not None:
-            return hit
-        deadline = time.monotonic() + timeout_s
-        with self._lock(key, deadline) as locked:
-            if not locked:
-                return Verdict(BuildVerdict.TIMEOUT, key, "another build of the same sources did not finish in time")
-            if (hit := self.lookup(key)) is not None:
-                return hit
-            with tempfile.TemporaryDirectory(prefix="opforge-build-") as work:
-                started = time.time()
-                verdict = _build(spec, tc, key, Path(work), isolation, deadline - time.monotonic())
-                finished = time.time()
-                if verdict.status != BuildVerdict.UNAVAILABLE:
-                    self._note(key, spec, verdict, context, started, finished)
-                if verdict.status in STORED:
-                    verdict = self._store(key, spec, tc, verdict, context, started, finished)
-        return verdict
 
-    # -- internals --------------------------------------------------------------------------------------------------
-    def _lock(self, key: str, deadline: float) -> contextlib.AbstractContextManager[bool]:
-        return key_lock(self.base / "locks" / f"{key}.lock", deadline, poll_s=0.2)
+        def build(work: Path, left_s: float) -> Fresh:
+            verdict = _build(spec, tc, key, work, isolation, left_s)
+            return Fresh(verdict.status, verdict.log, verdict.artifact)
 
-    def _note(self, key: str, spec: AnySpec, verdict: Verdict, context: str, started: float, finished: float) -> None:
-        line = json.dumps({"key": key, "name": spec.name, "verdict": verdict.status, "context": context,
-                           "pid": os.getpid(), "started": started, "finished": finished})
-        with open(self.base / "compiles.log", "a") as f:
-            f.write(line + "\n")
-
-    def _store(self, key: str, spec: AnySpec, tc: dict[str, Any], verdict: Verdict, context: str, started: float,
-               finished: float) -> Verdict:
-        staging = Path(tempfile.mkdtemp(prefix="entry-", dir=self.base / "tmp"))
-        record: dict[str, Any] = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
-                                  "toolchain": tc, "verdict": verdict.status, "log": verdict.log, "artifact": None,
-                                  "context": context, "pid": os.getpid(), "started": started, "finished": finished,
-                                  "build_id": uuid.uuid4().hex}
-        if verdict.artifact is not None:
-            shutil.copyfile(verdict.artifact, staging / verdict.artifact.name)
-            record["artifact"] = verdict.artifact.name
-            record["artifact_sha256"] = hashlib.sha256(verdict.artifact.read_bytes()).hexdigest()
-        (staging / "record.json").write_text(json.dumps(record, indent=1))
-        target = self.entry(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():  # an unreadable or damaged entry (lookup missed it): moved away, then replaced
-            trash = self.base / "tmp" / f"trash-{uuid.uuid4().hex}"
-            os.rename(target, trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        os.rename(staging, target)
-        return Verdict(verdict.status, key, verdict.log, target / record["artifact"] if record["artifact"] else None)
+        got = self.entries.get_or_build(key, time.monotonic() + timeout_s, build, name=spec.name, context=context,
+                                        fields={"spec_digest": spec.digest, "name": spec.name, "toolchain": tc},
+                                        work_prefix="opforge-build-")
+        return Verdict(got.verdict, key, got.log, got.artifact, got.cached)
 
 
 # -- building ----------------------------------------------------------------------------------------------------------

@@ -2,12 +2,18 @@
 
 `compile_library` runs the system C/C++ compiler on the recorded sources (nothing else: no Python of the candidate),
 optionally under a sandbox prefix (the evaluator's builder). `NativeCache` keeps one outcome per key, where key =
-sha256(spec digest, compiler and its version, build format):
+sha256(spec digest, compiler and its version, build format), in the entries of `entry_cache.py` (shared with the CUDA
+build cache):
 
-    root/v1/<key[:2]>/<key>/record.json   built | compile_error, the compiler's log, the library's sha256
-    root/v1/<key[:2]>/<key>/lib<name>.so  the library, for a build that worked
-    root/v1/locks/<key>.lock              flock: one build per key at a time, across processes
-    root/v1/tmp/                          staging; an entry appears by an atomic rename
+    root/v2/entries/<key[:2]>/<key>/record.json   built | compile_error, the compiler's log, the library's sha256
+    root/v2/entries/<key[:2]>/<key>/lib<name>.so  the library, for a build that worked
+    root/v2/compiles.log                          one JSON line each time a compiler actually ran
+    root/v2/locks/<key>.lock                      flock: one build per key at a time, across processes
+    root/v2/tmp/                                  staging; an entry appears by an atomic rename
+
+Format 2 (2026-11-29) is format 1's entries in the shared layout: under `entries/`, the record's outcome in `verdict`
+and its library in `artifact`/`artifact_sha256` (format 1: `status`, `library`, `library_sha256`). Format 1 entries
+stay in `v1/`, unread: their builds are made again once.
 
 `root` is $OPFORGE_NATIVE_BUILD_CACHE, else $XDG_CACHE_HOME/opforge/native-builds, else ~/.cache/opforge/native-builds.
 """
@@ -15,7 +21,6 @@ sha256(spec digest, compiler and its version, build format):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -24,19 +29,18 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from evaluator.build.entry_cache import EntryCache, Fresh
 from evaluator.wire.build_verdict import BuildVerdict  # the standard library only
 
 if TYPE_CHECKING:  # torch-free at run time: a driver computes the cache's path before it imports torch
     from evaluator.build.native_spec import NativeSpec
 
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2  # 2: the shared entry layout (entry_cache.py); format 1's entries are not read
 CACHE_ENV = "OPFORGE_NATIVE_BUILD_CACHE"
 COMPILE_TIMEOUT_S = 120
 LOG_LIMIT_CHARS = 6000
@@ -176,76 +180,36 @@ def _run_compiler(line: list[str], workdir: Path, env: dict[str, str] | None, de
     return proc.returncode, out
 
 
-@contextlib.contextmanager
-def key_lock(path: Path, deadline: float, poll_s: float) -> Iterator[bool]:
-    """One build of a key at a time across processes (an flock on the key's lock file); yields False where another
-    build still holds it at `deadline` (time.monotonic()). Shared by the native and the CUDA build caches (this module is vendored into exported packages: it imports
-    nothing of opforge's)."""
-    with open(path, "a") as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    yield False
-                    return
-                time.sleep(poll_s)
-        try:
-            yield True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 class NativeCache:
+    """`load_c`'s cache: its entries (`entry_cache.py`, shared with the CUDA build cache) and how a miss is built (the
+    system compiler, in the evaluator's builder sandbox where one is given)."""
+
     def __init__(self, root: Path):
         self.root = root
-        self.base = root / f"v{BUILD_FORMAT}"
-        for sub in ("locks", "tmp"):
-            (self.base / sub).mkdir(parents=True, exist_ok=True)
+        self.entries = EntryCache(root, BUILD_FORMAT, STORED, poll_s=0.05)
         with contextlib.suppress(OSError):
             os.chmod(root, 0o700)
 
     def entry(self, key: str) -> Path:
-        return self.base / key[:2] / key
+        return self.entries.entry(key)
 
     def lookup(self, key: str) -> Outcome | None:
-        entry = self.entry(key)
-        try:
-            record = json.loads((entry / "record.json").read_text())
-            if record["key"] != key or record["status"] not in STORED:
-                return None
-            data = b""
-            if record["status"] == BuildVerdict.BUILT:
-                data = (entry / record["library"]).read_bytes()
-                if hashlib.sha256(data).hexdigest() != record["library_sha256"]:
-                    return None
-            return Outcome(BuildVerdict(record["status"]), key, record.get("log", ""), data, cached=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        hit = self.entries.lookup(key)
+        return None if hit is None else Outcome(hit.verdict, key, hit.log, hit.data, cached=True)
 
     def library_path(self, key: str) -> Path | None:
         """The cached library's path (a local build loads it in place)."""
         record = self.record(key)
-        return self.entry(key) / record["library"] if record and record.get("status") == BuildVerdict.BUILT else None
-
-    def record(self, key: str) -> dict | None:
-        try:
-            return json.loads((self.entry(key) / "record.json").read_text())
-        except (OSError, ValueError):
+        if not record or record.get("verdict") != BuildVerdict.BUILT or not isinstance(record.get("artifact"), str):
             return None
+        return self.entry(key) / record["artifact"]
 
-    def compiles(self) -> list[dict]:
-        """Every compiler run so far (one dict per run: key, name, status, context, started, finished)."""
-        try:
-            lines = (self.base / "compiles.log").read_text().splitlines()
-        except OSError:
-            return []
-        out = []
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-        return out
+    def record(self, key: str) -> dict[str, Any] | None:
+        return self.entries.record(key)
+
+    def compiles(self) -> list[dict[str, Any]]:
+        """Every compiler run so far (one dict per run: key, name, verdict, context, pid, started, finished)."""
+        return self.entries.compiles()
 
     def get_or_build(self, spec: NativeSpec, *, timeout_s: float = COMPILE_TIMEOUT_S,
                      prefix_for: Callable[[Path], Sequence[str] | None] | None = None,
@@ -254,67 +218,37 @@ class NativeCache:
         and `env_for` give the compiler's sandbox and environment for a build folder (None from `prefix_for`: the
         sandbox does not work here)."""
         key = entry_key(spec)
-        if (hit := self.lookup(key)) is not None:
-            return hit
-        deadline = time.monotonic() + timeout_s
-        with self._lock(key, deadline) as locked:
-            if not locked:
-                return Outcome(BuildVerdict.TIMEOUT, key, "another build of the same sources did not finish in time")
-            if (hit := self.lookup(key)) is not None:
-                return hit
-            with tempfile.TemporaryDirectory(prefix="native-build-") as work:
-                prefix = prefix_for(Path(work)) if prefix_for is not None else ()
-                if prefix is None:
-                    return Outcome(BuildVerdict.UNAVAILABLE, key, "the native builder's sandbox does not work here")
-                env = env_for(Path(work)) if env_for is not None else None
-                started = time.time()
-                outcome = build_once(spec, key, Path(work), deadline - time.monotonic(), prefix, env)
-                if outcome.status != BuildVerdict.UNAVAILABLE:
-                    self._note(key, spec, outcome.status, context, started, time.time())
-                if outcome.status in STORED:
-                    self._store(key, spec, outcome, context)
-        return outcome
 
-    # -- internals --------------------------------------------------------------------------------------------------
-    def _lock(self, key: str, deadline: float) -> contextlib.AbstractContextManager[bool]:
-        return key_lock(self.base / "locks" / f"{key}.lock", deadline, poll_s=0.05)
+        def build(work: Path, left_s: float) -> Fresh:
+            prefix = prefix_for(work) if prefix_for is not None else ()
+            if prefix is None:
+                return Fresh(BuildVerdict.UNAVAILABLE, "the native builder's sandbox does not work here")
+            env = env_for(work) if env_for is not None else None
+            return _attempt(spec, work, left_s, prefix, env)
 
-    def _note(self, key: str, spec: NativeSpec, status: str, context: str, started: float, finished: float) -> None:
-        line = json.dumps({"key": key, "name": spec.name, "status": status, "context": context, "pid": os.getpid(),
-                           "started": started, "finished": finished})
-        with open(self.base / "compiles.log", "a") as f:
-            f.write(line + "\n")
-
-    def _store(self, key: str, spec: NativeSpec, outcome: Outcome, context: str) -> None:
-        staging = Path(tempfile.mkdtemp(prefix="entry-", dir=self.base / "tmp"))
-        record: dict[str, Any] = {"format": BUILD_FORMAT, "key": key, "spec_digest": spec.digest, "name": spec.name,
-                  "status": outcome.status, "log": outcome.log, "library": None, "context": context,
-                  "build_id": uuid.uuid4().hex}
-        if outcome.status == BuildVerdict.BUILT:
-            record["library"] = f"lib{spec.name}.so"
-            record["library_sha256"] = hashlib.sha256(outcome.library).hexdigest()
-            (staging / record["library"]).write_bytes(outcome.library)
-        (staging / "record.json").write_text(json.dumps(record, indent=1))
-        target = self.entry(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():  # a damaged entry (lookup missed it): moved away, then replaced
-            trash = self.base / "tmp" / f"trash-{uuid.uuid4().hex}"
-            os.rename(target, trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        os.rename(staging, target)
+        got = self.entries.get_or_build(key, time.monotonic() + timeout_s, build, name=spec.name, context=context,
+                                        fields={"spec_digest": spec.digest, "name": spec.name},
+                                        work_prefix="native-build-")
+        return Outcome(got.verdict, key, got.log, got.data, got.cached)
 
 
 def build_once(spec: NativeSpec, key: str, work: Path, timeout_s: float, prefix: Sequence[str] = (),
                env: dict[str, str] | None = None) -> Outcome:
     """One compiler run, its outcome as data."""
+    fresh = _attempt(spec, work, timeout_s, prefix, env)
+    return Outcome(fresh.verdict, key, fresh.log, fresh.artifact.read_bytes() if fresh.artifact is not None else b"")
+
+
+def _attempt(spec: NativeSpec, work: Path, timeout_s: float, prefix: Sequence[str],
+             env: dict[str, str] | None) -> Fresh:
+    """One compiler run in `work`: the library stays there (the cache copies it, `build_once` reads it)."""
     try:
-        path = compile_library(spec, work, max(timeout_s, 1.0), prefix, env)
-        return Outcome(BuildVerdict.BUILT, key, "", path.read_bytes())
+        return Fresh(BuildVerdict.BUILT, "", compile_library(spec, work, max(timeout_s, 1.0), prefix, env))
     except NativeBuildError as exc:
         if compiler(spec.language) is None:
-            return Outcome(BuildVerdict.UNAVAILABLE, key, str(exc))
-        return Outcome(BuildVerdict.COMPILE_ERROR, key, str(exc))
+            return Fresh(BuildVerdict.UNAVAILABLE, str(exc))
+        return Fresh(BuildVerdict.COMPILE_ERROR, str(exc))
     except subprocess.TimeoutExpired:
-        return Outcome(BuildVerdict.TIMEOUT, key, f"load_c({spec.name!r}): the compiler took over {timeout_s:.0f} s")
+        return Fresh(BuildVerdict.TIMEOUT, f"load_c({spec.name!r}): the compiler took over {timeout_s:.0f} s")
     except OSError as exc:
-        return Outcome(BuildVerdict.UNAVAILABLE, key, f"load_c({spec.name!r}): the compiler could not run ({exc})")
+        return Fresh(BuildVerdict.UNAVAILABLE, f"load_c({spec.name!r}): the compiler could not run ({exc})")

@@ -1,10 +1,10 @@
 """Native CPU kernels in an exported package: the package carries its own copy of `load_c`'s local build path.
 
 A `cpp` kernel module calls `load_c` (`evaluator.native`), which an installed package cannot import: the export
-vendors the four modules of that path (the prototype parser and flag allow-list, the cached local build and its
-verdicts, the ctypes binding) as `<package>/_native/`, with their imports made relative, and points the kernel modules at it. The kernels
-are then built at first use with the system compiler into the same per-user cache keyed by the SHA-256 of (sources,
-flags, language, compiler version). Without a compiler, a call the kernel was proven for raises the package's
+vendors the five modules of that path (the prototype parser and flag allow-list, the local build, the cache's entries
+(`entry_cache.py`, which the CUDA cache shares), the build verdicts, the ctypes binding) as `<package>/_native/`, with
+their imports made relative, and points the kernel modules at it. The kernels are then built at first use with the
+system compiler into the same per-user cache keyed by the SHA-256 of (sources, flags, language, compiler version). Without a compiler, a call the kernel was proven for raises the package's
 `CompilerMissingError` (one sentence: which compiler, what to install) instead of running the reference; calls on
 shapes or devices the kernel was never proven on use the reference, as for every exported kernel.
 """
@@ -17,8 +17,9 @@ from pathlib import Path
 import evaluator
 
 SOURCES = {"__init__.py": "native.py", "spec.py": "build/native_spec.py", "build.py": "build/native_build.py",
-           "verdict.py": "wire/build_verdict.py"}
+           "entry_cache.py": "build/entry_cache.py", "verdict.py": "wire/build_verdict.py"}
 _IMPORTS = (("from evaluator.build.native_build import", "from .build import"),
+            ("from evaluator.build.entry_cache import", "from .entry_cache import"),
             ("from evaluator.build.native_spec import", "from .spec import"),
             ("from evaluator.wire.build_verdict import", "from .verdict import"))
 _KERNEL_IMPORT = re.compile(r"^(\s*)from\s+evaluator\.native\s+import\s+", re.MULTILINE)
