@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from evaluator.device.rules import rules
+
 BACKENDS = ("triton", "cuda", "cpp", "torch")
 _TRITON = re.compile(r"\btriton\b")
 _JIT = re.compile(r"\b(jit|autotune)\b")
@@ -23,7 +25,7 @@ def backend_of(kernels: dict[str, int], *, cuda_sources: bool, device_kind: str,
         kind = label.split(":", 1)[0]
         backend = {"triton": "triton", "cpp": "cpp"}.get(kind)
         if kind == "extension":
-            backend = "cuda" if cuda_sources and device_kind == "cuda" else "cpp"
+            backend = "cuda" if cuda_sources and rules(device_kind).cuda_runtime else "cpp"
         if backend is not None and n > 0:
             counts[backend] = counts.get(backend, 0) + n
     if counts:
@@ -45,6 +47,6 @@ def has_cuda_sources(source: str) -> bool:
 def runs_in_triton_interpreter(source: str, device_kind: str) -> bool:
     """A Triton candidate evaluated on the CPU (decided from its text: Triton's jit and no native build), which
     runs in Triton's interpreter and is timed on the task's INTERPRETER_SHAPE where it has one."""
-    if device_kind != "cpu" or any(word in source for word in _NATIVE_BUILD):
+    if not rules(device_kind).triton_interpreted or any(word in source for word in _NATIVE_BUILD):
         return False
     return bool(_TRITON.search(source) and _JIT.search(source))

@@ -46,6 +46,7 @@ from evaluator.config import EvalConfig
 from evaluator.driver.connection import Refused, WorkerConnection
 from evaluator.build.cuda import BuildSpec
 from evaluator.build.native_stage import NativeServer, mentions_load_c
+from evaluator.device.rules import rules
 from evaluator.result import Status
 from evaluator.sandbox.launch import Zygote
 from evaluator.driver.warm_start import hidden_caches
@@ -63,7 +64,7 @@ def needs_build(source: str) -> bool:
 
 def build_mode(device_kind: str) -> str:
     """check: compile only (no GPU, or a CPU build of torch); link: a loadable extension for a CUDA device."""
-    return "link" if device_kind == "cuda" else "check"
+    return rules(device_kind).extension_build
 
 
 class BuildServer:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from evaluator.device.rules import KINDS, rules
 from evaluator.worker import memory_conditions
 from evaluator.result import DeviceInfo
 
@@ -18,14 +19,14 @@ CPUINFO = Path("/proc/cpuinfo")
 def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested not in ("cpu", "cuda"):
+    if requested not in KINDS:
         raise ValueError(f"unknown device {requested!r}; use cpu, cuda or auto")
     return requested
 
 
 def device_info(kind: str) -> DeviceInfo:
     triton_version = _triton_version()
-    if kind == "cuda":
+    if rules(kind).cuda_runtime:  # the GPU as CUDA names it
         return DeviceInfo(kind="cuda", name=torch.cuda.get_device_name(0), interpreted=False, driver=_driver_version(),
                           torch_version=torch.__version__, triton_version=triton_version,
                           cuda_version=torch.version.cuda)

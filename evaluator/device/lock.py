@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from evaluator.device.rules import rules
+
 PhaseObserver = Callable[[str, str, str], None]  # (event "start" | "end", device key, what) -> None
 
 
@@ -41,7 +43,7 @@ def lock_dir() -> Path:
 def device_key(kind: str, environ: dict[str, str] | None = None) -> str:
     """The physical device the workers of this process time on: 'cpu', or 'cuda-' and the first entry of
     CUDA_VISIBLE_DEVICES (an index or a UUID, as Ray sets it per actor), 'cuda-0' without it."""
-    if kind != "cuda":
+    if not rules(kind).lock_per_device:
         return kind
     env = os.environ if environ is None else environ
     first = (env.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"

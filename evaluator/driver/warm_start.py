@@ -20,6 +20,7 @@ from pathlib import Path
 from evaluator.build.cache import BuildCache
 from evaluator.build.native_build import cache_root as native_cache_root
 from evaluator.build.native_build import open_cache as open_native_cache
+from evaluator.device.rules import KINDS
 from evaluator.sandbox.launch import SandboxError, Zygote
 
 ROLES = ("candidate", "reference")  # the candidate's first: the one whose start an evaluation waits on longest
@@ -48,7 +49,7 @@ def likely_device(requested: str, environ: dict[str, str] | None = None, dev: Pa
     """The device `resolve_device(requested)` will most likely answer, without importing torch: `auto` is the CPU
     where no GPU driver's device node exists (or CUDA_VISIBLE_DEVICES hides every GPU), CUDA where NVIDIA's (or
     ROCm's, which PyTorch also calls cuda) does. None for a request `resolve_device` would refuse."""
-    if requested in ("cpu", "cuda"):
+    if requested in KINDS:  # resolved already
         return requested
     if requested != "auto":
         return None

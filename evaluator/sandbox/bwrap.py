@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaluator.device.rules import rules
 from evaluator.sandbox.zygote_env import PROJECT_ROOT
 
 
@@ -44,7 +45,7 @@ def bwrap_prefix(device: str, hidden_extra: tuple[str, ...] = ()) -> list[str]:
     for extra in map(Path, hidden_extra):  # e.g. the CUDA build cache: candidate code never sees it, even read-only
         if extra.is_dir() and not any(under(n, extra) for n in needed):
             args += ["--tmpfs", str(extra)]
-    if device == "cuda":
+    if rules(device).device_nodes:
         from evaluator.sandbox.device_nodes import device_nodes, visible_minors
         from evaluator.device.nvml import load_nvml
         for dev in device_nodes(sorted(str(p) for p in Path("/dev").glob("nvidia*")),

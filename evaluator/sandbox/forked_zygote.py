@@ -27,6 +27,7 @@ import threading
 import traceback
 from typing import IO, Any
 
+from evaluator.device.rules import rules
 from evaluator.sandbox.zygote_env import PROJECT_ROOT, zygote_environment
 
 # Read by the child only after the fork (Triton's import) or set by the zygote itself (the project on sys.path).
@@ -36,7 +37,7 @@ ZYGOTE_CWD = "/tmp"  # an exec'd zygote's working directory, and so the first en
 
 def refusal(role: str, device: str, environ: dict[str, str] | None = None) -> str | None:
     """Why this process may not fork the role's zygote (None: it may)."""
-    if role != "reference" or device != "cpu":
+    if role != "reference" or not rules(device).reference_zygote_forked:
         return "only the reference's zygote on a CPU is forked"
     if "torch" not in sys.modules:
         return "torch is not imported here: a fresh interpreter costs the same"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evaluator.device.rules import rules
+
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
              "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF")
@@ -54,12 +56,14 @@ def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[
     # Both workers pay the same costs: a coverage tracer (CI's report) in the reference alone would slow its calls
     # and skew every comparison of the two sides' clocks. The candidate's allow-list drops it already.
     env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_PROCESS_", "COV_CORE_"))}
-    if device == "cpu":
+    kind = rules(device)
+    if kind.triton_interpreted:
         # Must be set before the first import of triton (the evaluator package imports it early): Triton's own
         # library functions are built as interpreted or compiled at import time.
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
+    if kind.cuda_runtime:
         # A zygote forks its workers, so it may not touch CUDA's runtime: torch.cuda.is_available() (called by the
         # import of torch.utils.cpp_extension, a warm import) counts devices through the runtime unless told to ask
         # NVML, and torch then refuses CUDA in every forked child ("Cannot re-initialize CUDA in forked

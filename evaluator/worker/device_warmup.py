@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from evaluator.device.rules import rules
+
 WarmStep = tuple[str, Callable[[], object]]
 
 
@@ -52,7 +54,7 @@ def _events() -> object:
 def device_steps(kind: str) -> list[WarmStep]:
     """The steps for one device kind, in order. CPU: only the device count (it reads NVML where torch has CUDA)."""
     steps: list[WarmStep] = [("torch.cuda.device_count", torch.cuda.device_count)]
-    if kind != "cuda":
+    if not rules(kind).cuda_runtime:
         return steps
     return steps + [
         ("torch.cuda.init", torch.cuda.init),

@@ -12,6 +12,7 @@ import os
 import resource
 from dataclasses import dataclass
 
+from evaluator.device.rules import rules
 from evaluator.worker import build_redirect
 from evaluator.worker import call_watch
 from evaluator.worker import collector_guard
@@ -95,8 +96,9 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         if not syscall_filter.install():  # a machine whose syscall numbers it lacks, or a kernel that refuses
             guards.notes.add("the worker's syscall filter could not be installed here: a process it starts could "
                              "leave its tree, and without bubblewrap it could signal the reference's worker")
-        if device == "cpu":  # writes only below the private working directory (and `writable`), bwrap or not;
-            # reads only of the system, the Python installation and the evaluator package (read_view.py)
+        if rules(device).file_sandbox:
+            # writes only below the private working directory (and `writable`), bwrap or not; reads only of the
+            # system, the Python installation and the evaluator package (read_view.py)
             problem = landlock.restrict((os.getcwd(), *writable), readable=read_view.worker_reads())
             if problem is not None:
                 guards.notes.add(f"the worker's file sandbox could not be set up here ({problem}): without "
@@ -106,15 +108,15 @@ def harden(device: str, role: str, guards: Guards, limits: Limits, candidate_mod
         # after the warm-up: the CUDA driver may open a Unix socket of its own while it starts (MPS, persistenced)
         guards.notes.add("the worker's socket and IPC filter could not be installed here: without bubblewrap it "
                          "could reach local services through their Unix sockets")
-    guards.install_launch_counters(cuda_available=device == "cuda")
-    build_redirect.install(guards, cuda_available=device == "cuda")
+    guards.install_launch_counters(cuda_available=rules(device).cuda_runtime)
+    build_redirect.install(guards, cuda_available=rules(device).cuda_runtime)
     call_watch.install_thread_counter(guards.thread_starts)
     call_watch.install_host_export_counter(guards.host_exports)
     interpreter_gaps.install(guards.notes)  # under the CPU interpreter: autotune runs one config
     if role != "candidate":
         return
     set_limits(limits.memory_bytes, limits.cpu_s)
-    if device == "cuda":
+    if rules(device).gpu_memory_share:
         cap_gpu_memory(limits.gpu_memory_fraction)
     guards.install_dispatch_guard()
     problem = collector_guard.forbid_saving()  # before the hook: it writes through ctypes

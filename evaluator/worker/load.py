@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from evaluator import harness_library
+from evaluator.device.rules import rules
 from evaluator.worker import task_size
 from evaluator.worker import timing
 from evaluator.worker.candidate_import import import_candidate, model_class, one_line, tail
@@ -47,7 +48,8 @@ def load(self: Worker, cmd: Load) -> None:
     self.torch_glue = cmd.torch_glue
     self.torch_work_checked = 0  # the most PyTorch compute a checked call did (timed calls may do no more)
     self.copy_grants = cmd.copy_grants
-    self.timer = timing.CallTimer(device, flush=LineFlush.of(library) if device.type == "cpu" else None)
+    evicts = rules(device.type).evicts_host_caches  # a CPU's: the harness library's line flush, where it was built
+    self.timer = timing.CallTimer(device, flush=LineFlush.of(library) if evicts else None)
     self.timer.calibrate()  # before any candidate code: what an empty call costs this timer
     self.models.clear()
     self.guards.take_snapshot(dispatcher=self.enforce)

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from evaluator.device.cpu_caches import CACHE_DIR, cache_sizes_kib
+from evaluator.device.rules import rules
 from evaluator.result import median_standard_error_ms
 from evaluator.worker.private_builtins import BUILTINS
 
@@ -161,11 +162,12 @@ class CallTimer:
         """`flush`: on a CPU, the harness library's line flush (`line_flush.LineFlush`), which evicts a cold call's
         own memory; without one, a cold call is evicted by reading a buffer of four last-level caches."""
         self.device = device
-        self.cuda = device.type == "cuda"
+        kind = rules(device.type)
+        self.cuda = not kind.host_timer  # the device's own events time its calls (CUDA's), not the host's clock
         if clock is None:
-            clock = CudaEventClock(device) if self.cuda else HostClock()
+            clock = HostClock() if kind.host_timer else CudaEventClock(device)
         self.clock = clock
-        self._evicts = not self.cuda and isinstance(clock, HostClock)
+        self._evicts = kind.evicts_host_caches and isinstance(clock, HostClock)
         self._flush_lines = flush if self._evicts else None
         # Without a line flush, the eviction buffer: the zygote's where it prepared one (`prepare_cpu_flush`), else
         # written at the first call that needs it (a one-shot evaluation's zygotes skip it, and so does any zygote
@@ -180,7 +182,7 @@ class CallTimer:
         # The flush runs before calls whose tensor arguments total at least this: always on a GPU (do_bench's rule,
         # and a flush costs microseconds there); on a CPU only from half the last-level cache, where a real pipeline
         # could not keep the inputs cached either, since reading four last-level caches costs milliseconds a call.
-        self.cold_from_bytes = (0 if self.cuda else cpu_cold_from_bytes()) if cold_from_bytes is None \
+        self.cold_from_bytes = (cpu_cold_from_bytes() if kind.evicts_host_caches else 0) if cold_from_bytes is None \
             else cold_from_bytes
         self._numel, self._element_size, self._tensor = torch.Tensor.numel, torch.Tensor.element_size, torch.Tensor
         self.overhead_ms = 0.0         # the empty call's median, end mark minus start mark

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import traceback
 
+from evaluator.device.rules import rules
 from evaluator.worker import memory_conditions
 from evaluator.sandbox import process_tree
 
@@ -32,7 +33,7 @@ NO_DYNAMO = "no-dynamo"  # a candidate zygote without torch._dynamo (`warm_impor
 
 
 def _prepare_environment(device: str) -> None:
-    if (os.environ.get("TRITON_INTERPRET") == "1") != (device == "cpu"):
+    if (os.environ.get("TRITON_INTERPRET") == "1") != rules(device).triton_interpreted:
         raise SystemExit("evaluator.worker.zygote: TRITON_INTERPRET must be set by the parent before Python starts")
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch is imported already; zygote_env.openmp_environment decides
 
@@ -64,7 +65,7 @@ def _child(request: dict, chan_fd: int, log_fd: int, outputs_fd: int, inputs_fd:
     from evaluator.worker.heap import keep_freed_memory
     from evaluator.worker.loop import CANDIDATE_MODULE
     assert_fork_safe()
-    if request["device"] == "cpu":
+    if rules(request["device"]).host_memory_kept:
         # Both roles: a timed call's output reuses freed memory instead of faulting in fresh pages in some calls and
         # not others, by the heap's history (the kernels' and the memory's time, as the stored copy bandwidth is).
         keep_freed_memory()
@@ -125,15 +126,15 @@ def warm_imports(role: str, device: str, flush_ahead: bool = True, dynamo: bool 
             torch.ones(2).add(1)
     from evaluator.worker.hardening import assert_fork_safe
     assert_fork_safe()  # the warm imports above must not have started CUDA
-    if role == "candidate" and device == "cpu":
-        # On a GPU the table is taken after the device is warmed up in the worker: CUDA's start registers kernels.
+    if role == "candidate" and not rules(device).cuda_runtime:
+        # Where the worker starts CUDA, the table is taken after its warm-up there: CUDA's start registers kernels.
         evaluator.worker.dispatch_table.prime_dispatch_snapshot()
     if role == "candidate":
         # Last, once every module the zygote imports is loaded: what each worker's audit hook finds among them.
         from evaluator.worker import audit_hook
         audit_hook.prepare_ahead()
     from evaluator.build.native_build import compiler
-    if device == "cpu" and flush_ahead and compiler("c") is None:
+    if rules(device).evicts_host_caches and flush_ahead and compiler("c") is None:
         # Where no compiler builds the harness's line flush (`line_flush.py`), the CPU timer's eviction buffer (four
         # last-level caches), shared by every forked worker, up to 256 MiB (`timing.PREPARE_AHEAD_MAX_BYTES`: 2.1 s
         # of CPU at the 1.9 GB of a VM that reports a 480 MiB cache); a zygote that forks one worker only skips it:
@@ -151,7 +152,7 @@ def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bo
     """The zygote's life: its warm imports, then one fork per request on its control socket until it closes. Run by
     `main` in a fresh interpreter, or in a fork of a driver that has imported torch (`forked_zygote.py`)."""
     _prepare_environment(device)
-    if device == "cpu":
+    if rules(device).host_memory_kept:
         # Both roles, before anything is allocated for the workers: 4 KiB pages and a kept heap, inherited by every
         # worker, so inputs, outputs and scratch are backed alike on both sides in every evaluation.
         memory_conditions.apply()
