@@ -53,6 +53,7 @@ from evaluator.measure.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
 from evaluator.worker.task_size import TaskSize
 from evaluator.verify.code_pages import refuse_written_code
+from evaluator.verify.timer_path import refuse_changed_timer_path
 from evaluator.verify.task_check import TaskReport, check_task
 from evaluator.verify.torch_rule import rule_name
 from evaluator.verify.trials import (Checked, Loaded, Profiled, Timed, TrialRuns, ask_first_trial, plan, recheck_timed,
@@ -358,6 +359,8 @@ class LocalEvaluator:
             # Code pages the candidate's process wrote to (a jump patched over a clock or allocator of the harness's):
             # read by the driver from the kernel's map of the process, after its timed calls (`code_pages.py`).
             refuse_written_code(process.pid if process is not None else None)
+            # Pointers and objects on its timer's path, against the zygote it was forked from (`timer_path.py`).
+            refuse_changed_timer_path(process.pid if process is not None else None, cand.zygote.timer_object)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

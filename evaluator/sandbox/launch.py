@@ -101,6 +101,7 @@ class Zygote:
         self._control: socket.socket | None = None
         self._reader: Any = None  # the control socket's reader, once started
         self._starting = False  # launched, its "ready" line not read yet
+        self.timer_object: int | None = None  # the address of the workers' timer builtin, from the "ready" line
 
     def _start(self) -> None:
         if self.role == "candidate":
@@ -143,6 +144,10 @@ class Zygote:
         line = self._readline(timeout_s=120)
         if line.get("ready") is not True:
             raise SandboxError("the evaluation zygote did not start")
+        timer = line.get("timer")
+        # Where the workers' timer builtin lies (the zygote's word: it runs no candidate code), for the driver's
+        # comparison of a worker's timer path with the zygote's (`verify/timer_path.py`).
+        self.timer_object = timer if isinstance(timer, int) and not isinstance(timer, bool) and timer > 0 else None
 
     def _readline(self, timeout_s: float) -> dict:
         assert self._control is not None and self._reader is not None
