@@ -178,3 +178,69 @@ def test_a_worker_that_claims_an_infrastructure_failure_is_refused():
     with pytest.raises(Refused) as refused:
         conn.recv(5.0, "a timed call")
     assert refused.value.status == Status.REJECTED and "only the runner" in refused.value.reason
+
+
+# ---------------------------------------------------------------- outputs named in the worker's memory (no copy)
+
+
+def test_outputs_named_where_they_lie_are_read_from_that_process_bit_for_bit():
+    driver, worker = _pair()
+    outs = [torch.randn(33, 7), torch.arange(10, dtype=torch.int64), torch.tensor(3.5), torch.empty(0, 4),
+            torch.randn(1000).to(torch.bfloat16)]
+    layout = worker.describe(outs)
+    assert layout is not None and worker.map is None  # nothing copied: the file was never even mapped
+    got = driver.read(layout.to_wire(), direct_pid=os.getpid())  # process_vm_readv of this process itself
+    for a, b in zip(outs, got):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    outs[0].fill_(1.0)  # the driver reads what the memory holds when it reads
+    assert torch.equal(driver.read(layout.to_wire(), direct_pid=os.getpid())[0], torch.ones(33, 7))
+
+
+def test_an_output_that_is_not_one_contiguous_block_of_host_memory_is_copied_instead():
+    assert WorkerSlot.describe([torch.randn(4), torch.randn(33, 7).t()]) is None
+
+
+def test_a_layout_that_names_memory_the_process_does_not_have_is_a_protocol_error():
+    driver, _ = _pair()
+    with pytest.raises(ProtocolError, match="not in its memory"):
+        driver.read([{"dtype": "torch.float32", "shape": [4], "offset": 4096}], direct_pid=os.getpid())
+    with pytest.raises(ProtocolError, match="address space"):
+        driver.read([{"dtype": "torch.float32", "shape": [4], "offset": (1 << 64) - 8}], direct_pid=os.getpid())
+
+
+def test_a_reply_says_whether_its_layout_names_memory_and_nothing_else_is_taken_for_yes():
+    from evaluator.wire.replies import MalformedReply, Rep, parse
+    assert parse({"status": "rep", "ms": 1.0, "outputs": [], "direct": True}) == Rep(1.0, [], True)
+    assert parse({"status": "rep", "ms": 1.0, "outputs": []}).direct is False
+    with pytest.raises(MalformedReply, match="direct"):
+        parse({"status": "rep", "ms": 1.0, "outputs": [], "direct": 1})
+
+
+ROOT = os.path.join(os.path.dirname(__file__))
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["named in memory", "copied into the file"])
+def test_an_evaluation_reads_the_candidates_outputs_from_its_memory_where_it_may_and_copies_elsewhere(
+        direct: bool, monkeypatch: pytest.MonkeyPatch):
+    from evaluator import EvalConfig, evaluate, load_candidate, load_task
+    from evaluator.driver import evaluate as evaluate_module
+    from evaluator.wire import output_slot
+    if direct and not output_slot.direct_reads_possible():
+        pytest.skip("this driver cannot read an undumpable worker's memory (no CAP_SYS_PTRACE): the file is used")
+    monkeypatch.setattr(evaluate_module, "direct_reads_possible", lambda: direct)
+    reads: list[int] = []
+    real = output_slot.read_memory
+
+    def counted(pid: int, address: int, into: torch.Tensor) -> int:
+        reads.append(pid)
+        return real(pid, address, into)
+
+    monkeypatch.setattr(output_slot, "read_memory", counted)
+    task = load_task(os.path.join(ROOT, "tasks", "relu.py"))
+    result = evaluate(task, load_candidate(os.path.join(ROOT, "honest", "relu_openmp_c.py")),
+                      EvalConfig(device="cpu", run_timeout_s=20, compile_timeout_s=60, max_timing_s=0.5))
+    assert result.ok, result.reason
+    if direct:  # the reservoir's picks, read from the candidate's worker, not from this process
+        assert reads and all(pid != os.getpid() for pid in reads)
+    else:
+        assert reads == []

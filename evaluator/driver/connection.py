@@ -16,7 +16,8 @@ from evaluator.result import Status
 from evaluator.sandbox.launch import WorkerHandle, Zygote
 from evaluator.task import TaskError
 from evaluator.wire.frames import Channel, ChannelClosed, ChannelTimeout, ProtocolError
-from evaluator.wire.replies import ClockRead, Failed, MalformedReply, Reply, TaskFailed, kind_name, parse, status_of
+from evaluator.wire.replies import (ClockRead, Failed, MalformedReply, Rep, Reply, TaskFailed, kind_name, parse,
+                                    status_of)
 
 R = TypeVar("R")
 
@@ -40,6 +41,10 @@ class WorkerConnection:
         # Messages to and from the worker so far, but reads of its clock: where none passed between two reads of its
         # threads, it waited for its next command throughout (`worker_cpu.WorkerThreads`).
         self.messages = 0
+        # Timed calls' outputs named in the worker's memory instead of copied (`output_slot.py`): set by the driver
+        # for a block where it can read that memory; `direct_pid` is the worker's process as the driver sees it.
+        self.direct_outputs = False
+        self.direct_pid: int | None = None
 
     def send(self, cmd: Command) -> None:
         if not isinstance(cmd, Clock):
@@ -111,11 +116,14 @@ class WorkerConnection:
             return TaskError(f"{self.task_label}: the reference process {what}{_last_words(self.log())}")
         return Refused(status, f"the candidate process {what}")
 
-    def read_outputs(self, layout: object) -> list[torch.Tensor]:
+    def read_outputs(self, reply: Rep) -> list[torch.Tensor]:
         """A timed call's outputs, read by the driver from the worker's shared output file where the call's reply
-        says they lie (`output_slot.py`); a malformed layout is the candidate's protocol violation."""
+        says they lie, or from the worker's memory where it names them there (`direct_pid` known: the worker's
+        process as this one sees it; `output_slot.py`); a malformed layout is the candidate's protocol violation."""
+        if reply.direct and self.direct_pid is None:
+            raise self._failure(Status.REJECTED, "named its outputs in its memory where it was asked to copy them")
         try:
-            return self.handle.outputs.read(layout)
+            return self.handle.outputs.read(reply.outputs, self.direct_pid if reply.direct else None)
         except ProtocolError as exc:
             raise self._failure(Status.REJECTED, f"sent a malformed output layout ({exc})") from None
 

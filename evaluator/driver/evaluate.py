@@ -53,6 +53,7 @@ from evaluator.measure.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
 from evaluator.worker.task_size import TaskSize
 from evaluator.verify.code_pages import refuse_written_code
+from evaluator.wire.output_slot import direct_reads_possible
 from evaluator.verify.timer_path import refuse_changed_timer_path
 from evaluator.verify.task_check import TaskReport, check_task
 from evaluator.verify.torch_rule import rule_name
@@ -337,6 +338,12 @@ class LocalEvaluator:
             process = threads.process if threads is not None else (
                 WorkerCpu(cand.zygote.host_pid, cand.handle.pid) if rules(kind).worker_cpu_read else None)
             cpu = process.cpu_s if process is not None else None
+            # Outputs named where they lie in each worker's memory and read by the driver from the candidate's,
+            # instead of copied into the shared file inside every call's window, where the driver can read another
+            # process's memory (`output_slot.py`); both roles alike, so their windows hold the same work.
+            direct = process is not None and rules(kind).host_memory_kept and direct_reads_possible()
+            ref.direct_outputs = cand.direct_outputs = direct
+            cand.direct_pid = process.pid if direct and process is not None else None
             more = threads.refuse_more if threads is not None else None
 
             def reads() -> OutputReads:  # timed outputs read by the driver itself, the worker watched meanwhile

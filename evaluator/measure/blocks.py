@@ -175,7 +175,7 @@ class OutputReads:
     (`quiet`, None where the worker's CPU cannot be read)."""
 
     reservoir: Reservoir
-    read: Callable[[object], list[torch.Tensor]]
+    read: Callable[[Rep], list[torch.Tensor]]
     quiet: QuietWindow | None = None
 
     def after_call(self, seed: int, reply: Rep) -> None:
@@ -183,7 +183,7 @@ class OutputReads:
 
         def read() -> None:
             if index is not None:
-                self.reservoir.put(index, seed, self.read(reply.outputs))
+                self.reservoir.put(index, seed, self.read(reply))
         if self.quiet is not None:
             self.quiet.around(read, reply.ms, reading=index is not None)
         else:
@@ -204,7 +204,8 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: Outp
     # other drifted on: 11 blocks and twice its cap, 4 s, in one evaluation of a 256x1024 ReLU.)
     pacing = rec.done(cfg)
     seed = fresh_seed()
-    conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0, shared_inputs=inputs is not None))
+    conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0, shared_inputs=inputs is not None,
+                   direct_outputs=bool(getattr(conn, "direct_outputs", False))))
     role = "candidate" if reads is not None else "reference"
     last_ms = 0.0
     start = time.perf_counter()
@@ -299,7 +300,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
     ref = SideRecord(floor_ms=floor_ms)
     cand = SideRecord(floor_ms=floor_ms, deep_check_block=random.randrange(DEEP_CHECK_BLOCKS))
     reads = candidate_outputs if candidate_outputs is not None else OutputReads(
-        Reservoir(cfg.timing_recheck_reps), lambda layout: candidate.read_outputs(layout))
+        Reservoir(cfg.timing_recheck_reps), lambda reply: candidate.read_outputs(reply))
     sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]] = [(reference, ref, None),
                                                                              (candidate, cand, reads)]
     # Strictly alternating blocks from a random first side, until both sides are done: load that comes and goes

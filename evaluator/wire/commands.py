@@ -85,6 +85,7 @@ class Time(_Wire):
     seed: int
     warmup_ms: float = 0.0
     shared_inputs: bool = False  # each call's inputs from the shared input file, laid out in its `go` (input_file.py)
+    direct_outputs: bool = False  # name each call's outputs where they lie in memory, no copy (output_slot.py)
 
 
 @dataclass(frozen=True, slots=True)

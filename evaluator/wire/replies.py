@@ -110,7 +110,8 @@ class Rep:
 
     STATUS: ClassVar[str] = "rep"
     ms: float
-    outputs: Any = None  # the output file's layout, judged by `output_slot.DriverSlot.read`
+    outputs: Any = None  # the outputs' layout, judged by `output_slot.DriverSlot.read`
+    direct: bool = False  # the layout names the outputs in the worker's memory, not in the shared file
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +273,14 @@ class _Fields:
             raise self._bad(name, f"not a finite number ({_shown(value)})")
         return float(value)
 
+    def flag(self, name: str) -> bool:
+        value = self._take(name)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise self._bad(name, f"not true or false ({_shown(value)})")
+        return value
+
     def text(self, name: str, limit: int) -> str:
         value = self._take(name)
         if value is None:
@@ -368,7 +377,7 @@ def _rep(f: _Fields) -> Rep:
     ms = f.ms("ms")
     if ms < 0:
         raise f._bad("ms", f"negative ({ms:g})")
-    return Rep(ms=ms, outputs=f._take("outputs"))
+    return Rep(ms=ms, outputs=f._take("outputs"), direct=f.flag("direct"))
 
 
 def _timed(f: _Fields) -> Timed:

@@ -60,6 +60,7 @@ class Worker:
         # Where timed calls' outputs are copied for the driver to read (a file of its own where none was handed over:
         # a worker driven by a test that reads none).
         self.outputs = outputs if outputs is not None else WorkerSlot(os.memfd_create("opforge-outputs", os.MFD_CLOEXEC))
+        self.direct_outputs = False  # the current `time` block names its outputs' addresses instead of copying them
         # The evaluation's shared input file (`input_file.py`), where the driver handed one over: timed calls read
         # their inputs from it, and only the reference's worker writes it.
         self.shared_inputs = inputs

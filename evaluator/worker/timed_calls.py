@@ -45,6 +45,7 @@ def time_calls(self: Worker, cmd: Time) -> None:
         left_running: list[float] = []  # per call, how long the device kept working after the call's end mark
         after = NextCall(next_seed=None)
         shared = bool(cmd.shared_inputs) and self.shared_inputs is not None
+        self.direct_outputs = bool(cmd.direct_outputs)  # name the outputs where they lie, no copy (output_slot.py)
         while seed is not None:
             if shared:  # drawn by the reference's worker into the shared file, flushed by the driver
                 inputs, evicts = _shared_call_inputs(self, variant, seed)
@@ -142,14 +143,17 @@ def draw(self: Worker, cmd: Draw) -> None:
 
 def _close_timed_call(self: Worker, call: dict[str, Any]) -> None:
     """Right after a timed call returned, inside its watch: the copy check, the copy of the outputs into the shared
-    file the driver reads (work deferred past the return is in it), then the reply that stops the driver's clock for
-    the call, and the wait for the driver's next word, during which the driver may read the outputs (and sees
+    file the driver reads (work deferred past the return is in it), or with `direct_outputs` only where they lie
+    (the driver reads them from this process's memory while it waits), then the reply that stops the driver's
+    clock for the call, and the wait for the driver's next word, during which the driver may read the outputs (and sees
     whether this process runs: `clock_checks.QuietWindow`). Nothing runs between the reply and the wait: the watch's
     end and the checks come after the driver's word. The builtins and copy check ran already, right after the call."""
     outputs = as_outputs(call["out"])
     call["outputs"] = outputs
-    layout = self.outputs.write([o for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type])
-    self.send({"status": "rep", "ms": call["ms"], "outputs": layout.to_wire()})
+    tensors = [o for o in outputs if self.guards.exact_type(o) is self.guards.tensor_type]
+    named = self.outputs.describe(tensors) if self.direct_outputs else None
+    layout = named if named is not None else self.outputs.write(tensors)
+    self.send({"status": "rep", "ms": call["ms"], "outputs": layout.to_wire(), **({"direct": True} if named is not None else {})})
     call["after"] = parse_as(self.recv()[0], NextCall, "the driver's word after a timed call")
 
 
