@@ -98,7 +98,8 @@ def main() -> None:
         task_path = builtin_task(name)
         jobs.append((f"{name} seed", task_path, seed_path(task_path, "cpp"), {}))
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or 'cpu'}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; CALL_GAP_SHARE {clock_checks.CALL_GAP_SHARE}, "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; CALL_GAP_SHARE {clock_checks.CALL_GAP_SHARE} "
+          f"({clock_checks.CALL_GAP_SHARE_NAMED} where outputs are named in memory), "
           f"floor {clock_checks.CALL_GAP_FLOOR_MS} ms")
     print("| case | run | status | speedup | claimed call ms | gap ms | noise ms | gap / call | share that refuses |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -329,6 +329,27 @@ def test_a_timer_that_claims_part_of_each_call_is_refused_by_the_driver_clock_ar
     _cross_check(ref, cheat, "cuda")  # device events: a launch's host cost is outside them by design
 
 
+def test_where_outputs_are_named_in_memory_the_call_check_allows_half_the_share():
+    """With no output copy inside the window (`output_slot.py`), a lag of 8% of each 5 ms call (0.4 ms beyond the
+    reference's remainder) is refused; the same lag with the copy's larger honest spread (10% allowed) is not, and an
+    honest candidate is not refused either way."""
+    from evaluator.measure.clock_checks import CALL_GAP_SHARE, CALL_GAP_SHARE_NAMED, ClockDisagreement, _cross_check
+    from evaluator.measure.clock_checks import call_gap
+    ref = _calls([10.0] * 60, 0.3, [0.0] * 60)
+    honest = _calls([5.0] * 60, 0.35, [0.0] * 60)
+    cheat = _calls([5.0 * 0.92] * 60, 0.3 + 5.0 * 0.08, [0.0] * 60)
+    _cross_check(ref, cheat, "cpu")  # the copy's share: within it
+    for rec in (ref, honest, cheat):
+        rec.outputs_named = True
+    _cross_check(ref, honest, "cpu")
+    gap = call_gap(ref, cheat, 5.0 * 0.92)
+    assert gap is not None and gap.share == CALL_GAP_SHARE_NAMED < CALL_GAP_SHARE
+    with pytest.raises(ClockDisagreement, match="around each call"):
+        _cross_check(ref, cheat, "cpu")
+    cheat.outputs_named = False  # one side copied: the wider share for both
+    _cross_check(ref, cheat, "cpu")
+
+
 def test_blocks_alternate_until_both_sides_are_done(monkeypatch):
     """The reference settles after its third block, the candidate needs six: the reference keeps pace with blocks of
     its own, so no two candidate blocks run back to back inside one burst of the machine's other work."""

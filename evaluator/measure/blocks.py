@@ -76,6 +76,9 @@ class SideRecord:
     left_running_ms: list[float] = field(default_factory=list)  # per block, the median time work outlived a call
     floor_ms: float = 0.0  # the precision floor of the stopping rule (`settled`); 0: the relative rule alone
     deep_check_block: int | None = None  # the block (0-based) after which the worker compares the dispatch table
+    # Its timed calls' outputs named in the worker's memory, not copied inside their windows (`output_slot.py`):
+    # the remainders beyond the timer then hold no copy, and the per-call clock check allows less (`call_gap`).
+    outputs_named: bool = False
 
     def saw_kernels(self, fewest: dict[str, int]) -> None:
         self.kernels = fewest if self.kernels is None else {k: min(n, fewest.get(k, 0))
@@ -204,8 +207,10 @@ def _block(conn: WorkerConnection, rec: SideRecord, cfg: EvalConfig, reads: Outp
     # other drifted on: 11 blocks and twice its cap, 4 s, in one evaluation of a 256x1024 ReLU.)
     pacing = rec.done(cfg)
     seed = fresh_seed()
+    direct = bool(getattr(conn, "direct_outputs", False))
+    rec.outputs_named = direct
     conn.send(Time(variant=0, seed=seed, warmup_ms=cfg.warmup_ms if first else 0.0, shared_inputs=inputs is not None,
-                   direct_outputs=bool(getattr(conn, "direct_outputs", False))))
+                   direct_outputs=direct))
     role = "candidate" if reads is not None else "reference"
     last_ms = 0.0
     start = time.perf_counter()

@@ -179,6 +179,11 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
 
 
 CALL_GAP_SHARE = 0.1  # of the claimed call time: what the harness's costs around a call may differ by, beyond noise
+# The same where both sides' outputs were named in memory, not copied inside the window (`output_slot.py`): the
+# copy's cache-dependent cost was most of the honest difference. Measured 2026-11-29 (scripts/bench_remainders.py,
+# 2-core VM, load 3): the native seeds' remainders then needed a share below -7% to be refused (up to +3.5% with the
+# copy), a clock lagging 12% of each call one above +10%.
+CALL_GAP_SHARE_NAMED = 0.05
 CALL_GAP_FLOOR_MS = 0.15  # the same in ms: the roles' watches record different operators (seen: -0.15 to +0.16)
 
 
@@ -191,6 +196,7 @@ class CallGap:
     noise_ms: float
     allowed_ms: float
     cand_ms: float
+    share: float = CALL_GAP_SHARE  # of the claimed call, in `allowed_ms`
 
     @property
     def refused(self) -> bool:
@@ -208,7 +214,8 @@ def call_gap(ref: SideRecord, cand: SideRecord, cand_ms: float) -> CallGap | Non
     # roles (honest candidates' spreads were 0.5-2 times the reference's), while a forged timer's own spread grows
     # with what it takes off each call (3-8 ms where the reference's was 1-4), which would widen its own tolerance.
     noise_ms = 3 * _iqr(ref_rest) * math.sqrt(1 / len(cand_rest) + 1 / len(ref_rest))
-    return CallGap(short_ms, noise_ms, CALL_GAP_SHARE * cand_ms + CALL_GAP_FLOOR_MS + noise_ms, cand_ms)
+    share = CALL_GAP_SHARE_NAMED if ref.outputs_named and cand.outputs_named else CALL_GAP_SHARE
+    return CallGap(short_ms, noise_ms, share * cand_ms + CALL_GAP_FLOOR_MS + noise_ms, cand_ms, share)
 
 
 def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> None:
