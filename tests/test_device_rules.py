@@ -18,6 +18,10 @@ KIND_TEST = re.compile(r"""[!=]=\s*["'](?:cpu|cuda)["']|["'](?:cpu|cuda)["']\s*[
 
 def test_each_resolved_kind_has_its_rules_and_nothing_else_does() -> None:
     assert rules("cpu") is CPU and rules("cuda") is CUDA
+    # A task check's shapes-only device: the CPU's workers, with nothing to evict and nothing drawn to size first.
+    meta = rules("meta")
+    assert meta.kind == "meta" and not meta.evicts_host_caches and not meta.sized_before_drawing and meta.host_timer
+    assert "meta" not in KINDS
     with pytest.raises(ValueError, match="a resolved kind is cpu or cuda"):
         rules("auto")
     # What only the CPU needs: the candidate shares the timed cores, memory and caches with the trusted side.

@@ -12,12 +12,12 @@ The worker and its zygote read these rules too: this module imports nothing but 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceRules:
-    kind: str                  # "cpu" | "cuda"
+    kind: str                  # "cpu" | "cuda" (| "meta": a task check's shapes only)
     address_space_cap: bool    # workers get the evaluation's address-space cap (a GPU's memory is the device's)
     gpu_memory_share: bool     # the candidate's worker gets a share of the device's memory (cfg.gpu_memory_fraction)
     keep_off_timed_cores: bool  # work beside a timed phase holds the device's lock shared: it would take its cores
@@ -67,8 +67,11 @@ CUDA = DeviceRules("cuda", address_space_cap=False, gpu_memory_share=True, keep_
                    machine_load_read=False, energy_meter="nvml", triton_interpreted=False, cuda_runtime=True,
                    host_memory_kept=False, evicts_host_caches=False, reference_zygote_forked=False,
                    file_sandbox=False, device_nodes=True, lock_per_device=True, extension_build="link")
-_BY_KIND = {"cpu": CPU, "cuda": CUDA}
-KINDS = tuple(_BY_KIND)  # the resolved kinds (`info.resolve_device`): a request names one of these, or "auto"
+# `opforge task check --device meta`: the reference's worker, in the CPU's zygote, runs the task on tensors that hold
+# no data to learn its shapes; nothing is drawn, timed or evicted (there are no bytes), and its workers are the CPU's.
+META = replace(CPU, kind="meta", evicts_host_caches=False, sized_before_drawing=False)
+_BY_KIND = {"cpu": CPU, "cuda": CUDA, "meta": META}
+KINDS = ("cpu", "cuda")  # the resolved kinds (`info.resolve_device`): a request names one of these, or "auto"
 
 
 def rules(kind: str) -> DeviceRules:
@@ -76,4 +79,4 @@ def rules(kind: str) -> DeviceRules:
     try:
         return _BY_KIND[kind]
     except KeyError:
-        raise ValueError(f"no device rules for {kind!r}: a resolved kind is cpu or cuda") from None
+        raise ValueError(f"no device rules for {kind!r}: a resolved kind is cpu or cuda (or meta, for a task check)") from None

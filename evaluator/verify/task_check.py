@@ -79,8 +79,8 @@ def _check(connect: Connect, task: Task, device: str, timeout_s: float, probe: b
                                    Ready, timeout_s, "loading")
         n = reply.variants
         sizes = tuple(s for s in map(TaskSize.from_wire, reply.sizes or ()) if s is not None)
-        # At its size, before any variant is drawn (task_size.py); the meta device draws nothing and has no rules.
-        if kind != "meta" and rules(kind).sized_before_drawing:
+        # At its size, before any variant is drawn (task_size.py); the meta device draws nothing.
+        if rules(kind).sized_before_drawing:
             too_big = refusal(task.label, list(sizes), available_bytes(), EvalConfig().memory_limit_bytes)
             if too_big:
                 raise TaskError(too_big)
