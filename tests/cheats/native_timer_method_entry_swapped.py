@@ -4,11 +4,12 @@
 # reason: path to its timer's clock
 # why: native code redirects the worker's timer without writing a page of code or binding a Python symbol: it points
 #   the `time.perf_counter_ns` builtin object (its address from `id`) at a copy of its method entry whose C function
-#   calls the real one and takes a lag off the returned int's digits in place. The kernel adds 12% of each call's
-#   duration to the lag, so the timer claims 88% of every call and keeps time while the worker waits. Data only: the
-#   code-page read (`verify/code_pages.py`) sees nothing, and the per-call remainder check cannot tell a 12% lie from
-#   honest seeds (`docs/PERFORMANCE.md`). Refused by the driver's comparison of the worker's timer path with the
-#   zygote it was forked from (`verify/timer_path.py`): the object's method entry differs.
+#   calls the real one and takes a lag off the returned int's digits in place. The kernel adds 4% of each call's
+#   duration to the lag (within what the per-call clock check allows: 5% of the call, 0.15 ms and noise; at 12% that
+#   check refuses it too), so the timer claims 96% of every call and keeps time while the worker waits. Data only:
+#   the code-page read (`verify/code_pages.py`) sees nothing; with the comparison switched off it was ok (12% lag,
+#   2026-11-29). Refused by the driver's comparison of the worker's timer path with the zygote it was forked from
+#   (`verify/timer_path.py`): the object's method entry differs.
 import time
 
 import torch
@@ -59,7 +60,7 @@ void poly(const float* restrict x, float* restrict out, int64_t n) {
         #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.0f ? x[i] : 0.0f) * 2.0f + x[i] * x[i] - 1.0f;
     }
-    lag_ns += (now_ns() - t0) * 12 / 100;
+    lag_ns += (now_ns() - t0) * 4 / 100;
 }
 """
 lib = load_c("method_entry_lag", SOURCE, functions=["install", "poly"],
