@@ -14,25 +14,15 @@ load is `TaskFailed`. Everything else says what the command asked for.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
 from evaluator.wire.build_verdict import BuildKind
+# The bounds are read here as `replies.MAX_...` too (tests, callers); the reader is reply_fields.py.
+from evaluator.wire.reply_fields import (MAX_COUNT, MAX_ITEMS, MAX_LOG_CHARS, MAX_NAME_CHARS, MAX_REASON_CHARS,  # noqa: F401
+                                         Fields, MalformedReply, shown)
 from evaluator.result import Status
-
-MAX_REASON_CHARS = 20_000
-MAX_LOG_CHARS = 1_000_000
-MAX_NAME_CHARS = 10_000  # an op's, a kernel's (a C++ template's can run long), a metric's name, a note, a value
-MAX_ITEMS = 100_000  # entries of a list or mapping (ops, kernels, layouts, metrics)
-MAX_COUNT = 2**62  # launches, calls, bytes, threads
-_ENVELOPE = frozenset({"status", "nonce"})  # the channel's own fields (wire.py) and the kind
-
-
-class MalformedReply(ValueError):
-    """A reply that is not one of the declared kinds, or a field that does not fit its kind: one sentence."""
-
 
 # -- the kinds ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
@@ -200,11 +190,11 @@ def parse(header: Mapping[str, Any]) -> Reply:
     """The reply a header carries; `MalformedReply` says in one sentence what does not fit."""
     status = header.get("status")
     if not isinstance(status, str):
-        raise MalformedReply(f"a reply without a status ({_shown(status)})")
+        raise MalformedReply(f"a reply without a status ({shown(status)})")
     reader = _PARSERS.get(status)
     if reader is None and status not in FAILURES:
-        raise MalformedReply(f"a reply of unknown status {_shown(status)}")
-    f = _Fields(status, header)
+        raise MalformedReply(f"a reply of unknown status {shown(status)}")
+    f = Fields(status, header)
     reply: Reply = reader(f) if reader is not None else Failed(Status(status), f.text("reason", MAX_REASON_CHARS),
                                                                    f.text("log", MAX_LOG_CHARS))
     f.done()
@@ -220,133 +210,7 @@ def status_of(reply: Reply) -> str:
     return reply.status.value if isinstance(reply, Failed) else reply.STATUS
 
 
-def _shown(value: object) -> str:
-    return repr(value)[:40]
-
-
-class _Fields:
-    """The fields of one header, each read once by type; `done` refuses any left unread."""
-
-    def __init__(self, status: str, header: Mapping[str, Any]):
-        self.status, self.header = status, header
-        self.unread = set(header) - _ENVELOPE
-
-    def _take(self, name: str) -> Any:
-        self.unread.discard(name)
-        return self.header.get(name)
-
-    def _bad(self, name: str, what: str) -> MalformedReply:
-        return MalformedReply(f"a {self.status!r} reply whose {name!r} is {what}")
-
-    def done(self) -> None:
-        if self.unread:
-            raise MalformedReply(f"a {self.status!r} reply with unknown field {_shown(sorted(self.unread)[0])}")
-
-    def count(self, name: str, default: int | None = None, required: bool = False) -> int | None:
-        if name not in self.header and required:
-            raise self._bad(name, "missing")
-        value = self._take(name)
-        if value is None and not required:
-            return default
-        return self._int(name, value)
-
-    def required_count(self, name: str) -> int:
-        value = self.count(name, required=True)
-        assert value is not None
-        return value
-
-    def _int(self, name: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-            raise self._bad(name, f"not a count ({_shown(value)})")
-        return value
-
-    def ms(self, name: str, default: float | None = None) -> float:
-        if name not in self.header and default is None:
-            raise self._bad(name, "missing")
-        value = self._take(name)
-        if value is None and default is not None:
-            return default
-        return self._finite(name, value)
-
-    def _finite(self, name: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self._bad(name, f"not a finite number ({_shown(value)})")
-        return float(value)
-
-    def flag(self, name: str) -> bool:
-        value = self._take(name)
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise self._bad(name, f"not true or false ({_shown(value)})")
-        return value
-
-    def text(self, name: str, limit: int) -> str:
-        value = self._take(name)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            raise self._bad(name, f"not a string ({_shown(value)})")
-        if len(value) > limit:
-            raise self._bad(name, f"longer than {limit} characters ({len(value)})")
-        return value
-
-    def _list(self, name: str, value: Any) -> list[Any]:
-        if not isinstance(value, list):
-            raise self._bad(name, f"not a list ({_shown(value)})")
-        if len(value) > MAX_ITEMS:
-            raise self._bad(name, f"a list of more than {MAX_ITEMS} entries")
-        return value
-
-    def _name(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or len(value) > MAX_NAME_CHARS:
-            raise self._bad(name, f"not a list of names of at most {MAX_NAME_CHARS} characters ({_shown(value)})")
-        return value
-
-    def names(self, name: str) -> tuple[str, ...] | None:
-        value = self._take(name)
-        return None if value is None else tuple(self._name(name, v) for v in self._list(name, value))
-
-    def records(self, name: str) -> tuple[Mapping[str, Any], ...] | None:
-        """A list of JSON objects (layouts, descriptions), each judged by its own reader."""
-        value = self._take(name)
-        if value is None:
-            return None
-        items = self._list(name, value)
-        if not all(isinstance(v, dict) for v in items):
-            raise self._bad(name, "not a list of objects")
-        return tuple(items)
-
-    def _mapping(self, name: str, value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self._bad(name, f"not an object ({_shown(value)})")
-        if len(value) > MAX_ITEMS:
-            raise self._bad(name, f"an object of more than {MAX_ITEMS} entries")
-        for k in value:
-            self._name(name, k)
-        return value
-
-    def record(self, name: str) -> Mapping[str, Any] | None:
-        value = self._take(name)
-        return None if value is None else self._mapping(name, value)
-
-    def counts(self, name: str) -> dict[str, int] | None:
-        value = self._take(name)
-        return None if value is None else {k: self._int(name, v) for k, v in self._mapping(name, value).items()}
-
-    def numbers(self, name: str) -> dict[str, float] | None:
-        value = self._take(name)
-        return None if value is None else {k: self._finite(name, v) for k, v in self._mapping(name, value).items()}
-
-    def labels(self, name: str) -> dict[str, str] | None:
-        value = self._take(name)
-        return None if value is None else self.label_map(name, value)
-
-    def label_map(self, name: str, value: Any) -> dict[str, str]:
-        return {k: self._name(name, v) for k, v in self._mapping(name, value).items()}
-
-
-def _ready(f: _Fields) -> Ready:
+def _ready(f: Fields) -> Ready:
     overrides = f._take("variant_overrides")
     return Ready(variants=f.required_count("variants"), threads=f.count("threads"), sizes=f.records("sizes"),
                  variant_overrides=None if overrides is None else tuple(
@@ -354,7 +218,7 @@ def _ready(f: _Fields) -> Ready:
                  tolerance=f.numbers("tolerance"), interpreter_shape=f.labels("interpreter_shape"))
 
 
-def _build(f: _Fields) -> BuildRequest:
+def _build(f: Fields) -> BuildRequest:
     spec = f.record("spec")
     if spec is None:
         raise f._bad("spec", "missing")
@@ -362,25 +226,25 @@ def _build(f: _Fields) -> BuildRequest:
     if kind is None:
         kind = BuildKind.CUDA.value
     if not isinstance(kind, str) or kind not in BuildKind._value2member_map_:
-        raise f._bad("kind", f"not a kind of build ({_shown(kind)})")
+        raise f._bad("kind", f"not a kind of build ({shown(kind)})")
     return BuildRequest(spec=spec, kind=BuildKind(kind), threads=f.count("threads"))
 
 
-def _ran(f: _Fields) -> Ran:
+def _ran(f: Fields) -> Ran:
     return Ran(ops=f.names("ops") or (), outputs=f.records("outputs") or (), inputs=f.records("inputs"),
                probe=f.record("probe"), notes=f.names("notes") or (), peak_memory_bytes=f.count("peak_memory_bytes"),
                launches=f.count("launches", 0) or 0, kernels=f.counts("kernels") or {},
                torch_work=f.count("torch_work"), torch_ops=f.names("torch_ops"))
 
 
-def _rep(f: _Fields) -> Rep:
+def _rep(f: Fields) -> Rep:
     ms = f.ms("ms")
     if ms < 0:
         raise f._bad("ms", f"negative ({ms:g})")
     return Rep(ms=ms, outputs=f._take("outputs"), direct=f.flag("direct"))
 
 
-def _timed(f: _Fields) -> Timed:
+def _timed(f: Fields) -> Timed:
     return Timed(kernels=f.counts("kernels") or {}, left_running_ms=f.ms("left_running_ms", 0.0))
 
 
