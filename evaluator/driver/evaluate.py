@@ -32,7 +32,7 @@ from evaluator.candidate import Candidate
 from evaluator.config import EvalConfig
 from evaluator.wire.commands import Check, Load
 from evaluator.driver.connection import Refused, WorkerConnection, close_all, closed_meanwhile
-from evaluator.measure.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, confirm_speedup, speedup_of
+from evaluator.measure.clock_confirmation import MEASUREMENTS_BEFORE_REFUSING, claim_bound, confirm_speedup
 from evaluator.device.lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device.info import device_info, resolve_device
 from evaluator.device.rules import rules
@@ -229,8 +229,8 @@ class LocalEvaluator:
                 # while the candidate's checks finish (its zygote kills and reaps it: tens of ms).
                 cand.ask(Check())
                 wrong = recheck_timed(ref, timed.measurement.kept, cfg, loaded.tolerance)
-                suspicious = speedup_of(timed.measurement) > cfg.suspicious_speedup
-                with contextlib.nullcontext() if suspicious else closed_meanwhile(ref):
+                confirming = claim_bound(timed.measurement, cfg) is not None
+                with contextlib.nullcontext() if confirming else closed_meanwhile(ref):
                     cand.recv_as(replies.Checked, cfg.run_timeout_s, "the checks after timing")
             if wrong is not None:
                 return EvalResult(Status.INCORRECT, wrong, device=dev, trials=checked.trials)
@@ -248,7 +248,10 @@ class LocalEvaluator:
         m, cand_energy, ref_energy = timed.measurement, timed.candidate_energy, timed.reference_energy
         reason = "correct on every trial" + "".join(f"; {n}" for n in checked.notes) + (
             f"; {confirmed.speedup:.1f}x is above the suspicious threshold and was confirmed by the driver's clock "
-            f"({confirmed.outer_speedup:.1f}x there)" if confirmed.suspicious else "")
+            f"({confirmed.outer_speedup:.1f}x there)" if confirmed.suspicious else
+            f"; its calls are too short for the driver's clock around each call to bound its timer, so its "
+            f"{confirmed.speedup:.2f}x was confirmed by the driver's clock over batches of calls "
+            f"({confirmed.outer_speedup:.2f}x there)" if confirmed.short_calls else "")
         reason += (f"; a first measurement's {unconfirmed.speedup:.1f}x was not confirmed by the driver's clock "
                    f"({unconfirmed.outer_speedup:.1f}x there) and was measured again" if unconfirmed else "")
         reason += loaded.shape_note

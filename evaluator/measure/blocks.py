@@ -35,7 +35,8 @@ from evaluator.result import Timing
 from evaluator.worker.timing import median_standard_error_ms
 from evaluator.measure.trusted_inputs import TrustedInputs
 from evaluator.wire.replies import Armed, Batched, Checked, Rep, Timed
-from evaluator.measure.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
+from evaluator.measure.clock_checks import (CandidateClock, IdleCandidate, QuietWindow, _cross_check,
+                                           _refuse_work_left_running, call_gap)
 
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
 DEEP_CHECK_BLOCKS = 2 * MIN_BLOCKS  # one of the candidate's first blocks, drawn in advance, ends with a deep check
@@ -165,6 +166,9 @@ class Measurement:
     candidate_kernels: dict[str, int] = field(default_factory=dict)  # fewest launches per kernel in a timed call
     contention: Contention | None = None
     shared_inputs: bool = False  # both sides' timed inputs came from the shared input file (trusted_inputs.py)
+    # On a host clock: how much of each call the driver's per-call clock check lets the worker's timer leave out
+    # unnoticed (`clock_checks.CallGap.allowed_ms`); None where it does not apply (a GPU's events, too few calls).
+    per_call_allowance_ms: float | None = None
 
 
 def fresh_seed() -> int:
@@ -338,8 +342,11 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         candidate_clock.refuse_stopped()
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
+    gap = call_gap(ref, cand, statistics.median(cand.samples_ms)) \
+        if rules(device_kind).host_timer and cand.samples_ms else None
     return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), reads.reservoir.kept,
-                       cand.kernels or {}, chosen.contention, shared_inputs=trusted_inputs is not None)
+                       cand.kernels or {}, chosen.contention, shared_inputs=trusted_inputs is not None,
+                       per_call_allowance_ms=None if gap is None else gap.allowed_ms)
 
 
 def _round(sides: list[tuple[WorkerConnection, SideRecord, OutputReads | None]], ref: SideRecord, cand: SideRecord,
