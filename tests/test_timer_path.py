@@ -96,3 +96,19 @@ def test_the_spans_cover_the_timer_object_its_entry_the_linkers_globals_and_the_
 def test_nothing_is_judged_where_nothing_can_be_read():
     assert timer_path.refuse_changed_timer_path(None, TIMER) is False
     assert timer_path.changed(2 ** 22 + 12345, os.getpid(), TIMER) is None
+
+
+def test_a_child_that_points_the_harness_reference_at_another_clock_is_found(fork_child):
+    from evaluator.worker import timing
+
+    reference = timing.timer_reference()
+    assert reference is not None, "CPython 3.11's dict layout: the timing module's reference to its clock is found"
+    assert ctypes.c_uint64.from_address(reference).value == id(timing.timer_clock())
+
+    def swap() -> None:  # HostClock.mark now reads monotonic_ns: neither the builtin nor any code page is touched
+        ctypes.c_uint64.from_address(reference).value = id(time.monotonic_ns)
+
+    assert timer_path.changed(fork_child(lambda: None), os.getpid(), TIMER, reference) == []
+    pid = fork_child(swap)
+    assert timer_path.changed(pid, os.getpid(), TIMER) == []  # the builtin itself is as it was
+    assert timer_path.changed(pid, os.getpid(), TIMER, reference) == ["the harness's reference to its timer builtin"]

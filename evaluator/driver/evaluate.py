@@ -370,7 +370,8 @@ class LocalEvaluator:
             # read by the driver from the kernel's map of the process, after its timed calls (`code_pages.py`).
             refuse_written_code(process.pid if process is not None else None)
             # Pointers and objects on its timer's path, against the zygote it was forked from (`timer_path.py`).
-            refuse_changed_timer_path(process.pid if process is not None else None, cand.zygote.timer_object)
+            refuse_changed_timer_path(process.pid if process is not None else None, cand.zygote.timer_object,
+                                      cand.zygote.timer_reference)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)

@@ -102,6 +102,7 @@ class Zygote:
         self._reader: Any = None  # the control socket's reader, once started
         self._starting = False  # launched, its "ready" line not read yet
         self.timer_object: int | None = None  # the address of the workers' timer builtin, from the "ready" line
+        self.timer_reference: int | None = None  # where the harness holds its reference to it, from the same line
 
     def _start(self) -> None:
         if self.role == "candidate":
@@ -144,10 +145,9 @@ class Zygote:
         line = self._readline(timeout_s=120)
         if line.get("ready") is not True:
             raise SandboxError("the evaluation zygote did not start")
-        timer = line.get("timer")
-        # Where the workers' timer builtin lies (the zygote's word: it runs no candidate code), for the driver's
-        # comparison of a worker's timer path with the zygote's (`verify/timer_path.py`).
-        self.timer_object = timer if isinstance(timer, int) and not isinstance(timer, bool) and timer > 0 else None
+        # Where the workers' timer builtin and the harness's reference to it lie (the zygote's word: it runs no
+        # candidate code), for the driver's comparison of a worker's timer path with the zygote's (`verify/timer_path.py`).
+        self.timer_object, self.timer_reference = (_address(line.get(k)) for k in ("timer", "timer_reference"))
 
     def _readline(self, timeout_s: float) -> dict:
         assert self._control is not None and self._reader is not None
@@ -253,6 +253,11 @@ class Zygote:
     def close(self) -> None:
         with self._lock:
             self._stop()
+
+
+def _address(value: object) -> int | None:
+    """An address from a zygote's `ready` line: a positive int, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _drain(fd: int, buf: bytearray) -> None:

@@ -14,14 +14,16 @@ What is compared:
 
 - the builtin function object behind the timer (its address reported by the zygote in its `ready` line): its type,
   method entry, self, module and vectorcall, and the method entry it points to;
+- the harness's reference to that builtin, which `HostClock.mark` reads at every mark (the `_now_ns` entry of the
+  timing module's dict, also reported by the zygote: `timing.timer_reference`), key and value;
 - every GOT slot of the interpreter's library and executable that the zygote had bound (a lazily bound slot that the
   zygote never used is skipped: the worker may bind it honestly, to wherever the dynamic linker finds its symbol);
 - the dynamic linker's read-only globals (`_rtld_global_ro`, which holds the vDSO's entry points);
 - the vDSO itself.
 
-Not compared: Python-level objects on the path (the harness's timer function, its code and the module dict that
-holds the builtin), which the worker's own fingerprints check as a first line; libraries other than the
-interpreter's. x86-64 and aarch64 ELF files only; elsewhere nothing is read.
+Not compared: the other Python-level objects on the path (the harness's timer functions and their code, whose
+bytecode the interpreter rewrites as it specialises it, and the timer objects a worker builds after its fork), which
+the worker's own fingerprints check as a first line; libraries other than the interpreter's. x86-64 and aarch64 ELF files only; elsewhere nothing is read.
 """
 
 from __future__ import annotations
@@ -148,10 +150,13 @@ class _Memory:
         os.close(self.fd)
 
 
-def spans(zygote_pid: int, timer_object: int | None, zygote: _Memory) -> Iterator[Span]:
-    """What to compare, found in the zygote: the timer object's fields and method entry, the interpreter's bound GOT
-    slots, the dynamic linker's read-only globals, the vDSO."""
+def spans(zygote_pid: int, timer_object: int | None, zygote: _Memory,
+          timer_reference: int | None = None) -> Iterator[Span]:
+    """What to compare, found in the zygote: the timer object's fields and method entry, the harness's reference to it,
+    the interpreter's bound GOT slots, the dynamic linker's read-only globals, the vDSO."""
     maps = mappings(zygote_pid)
+    if timer_reference:
+        yield Span(timer_reference - 8, 16, "the harness's reference to its timer builtin")
     if timer_object:
         for offset, length in _CFUNCTION_FIELDS:
             yield Span(timer_object + offset, length, "the timer builtin's object")
@@ -179,7 +184,8 @@ def spans(zygote_pid: int, timer_object: int | None, zygote: _Memory) -> Iterato
             yield Span(m.start, m.end - m.start, "the vDSO")
 
 
-def changed(worker_pid: int, zygote_pid: int, timer_object: int | None) -> list[str] | None:
+def changed(worker_pid: int, zygote_pid: int, timer_object: int | None,
+            timer_reference: int | None = None) -> list[str] | None:
     """What on the timer's path differs between the worker and its zygote; None where either cannot be read."""
     try:
         zygote, worker = _Memory(zygote_pid), _Memory(worker_pid)
@@ -187,7 +193,7 @@ def changed(worker_pid: int, zygote_pid: int, timer_object: int | None) -> list[
         return None
     try:
         found: list[str] = []
-        for span in spans(zygote_pid, timer_object, zygote):
+        for span in spans(zygote_pid, timer_object, zygote, timer_reference):
             theirs = zygote.read(span.address, span.length)
             mine = worker.read(span.address, span.length)
             if not theirs or mine == theirs or span.what in found:
@@ -218,7 +224,8 @@ def parent_pid(pid: int) -> int | None:
     return None
 
 
-def refuse_changed_timer_path(worker_pid: int | None, timer_object: int | None) -> bool:
+def refuse_changed_timer_path(worker_pid: int | None, timer_object: int | None,
+                              timer_reference: int | None = None) -> bool:
     """Refuse a candidate whose worker redirected its timer's path (compared with its zygote, its parent); False
     where nothing could be read."""
     if worker_pid is None:
@@ -226,7 +233,7 @@ def refuse_changed_timer_path(worker_pid: int | None, timer_object: int | None) 
     zygote_pid = parent_pid(worker_pid)
     if zygote_pid is None:
         return False
-    found = changed(worker_pid, zygote_pid, timer_object)
+    found = changed(worker_pid, zygote_pid, timer_object, timer_reference)
     if not found:
         return found is not None
     raise Refused(Status.REJECTED,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -346,6 +347,33 @@ def relative_standard_error(samples_ms: list[float]) -> float:
 def timer_clock() -> object:
     """The builtin that CPU timings read (the zygote reports where it lies: `verify/timer_path.py`)."""
     return _now_ns
+
+
+def timer_reference() -> int | None:
+    """The address of this module's reference to its clock builtin: the value slot of `_now_ns` in the module's dict,
+    which `HostClock.mark` reads at every mark (the zygote reports it: `verify/timer_path.py` compares the slot and its
+    key in a worker with the zygote's). Read from CPython 3.11's dict layout (the keys object's pointer at 32 bytes
+    into the dict; its entries after a 32-byte head and the index table; a str-keyed entry is a key and a value
+    pointer) and checked by finding both pointers where they should be; None where the layout is another."""
+    import ctypes  # the zygote's own code, before any candidate exists
+    globals_ = globals()
+    key = next((k for k in globals_ if k == "_now_ns"), None)
+    if key is None or not hasattr(sys, "getrefcount") or sys.version_info[:2] != (3, 11):
+        return None
+    try:
+        keys = ctypes.c_uint64.from_address(id(globals_) + 32).value
+        log2_index_bytes, kind = ctypes.c_uint8.from_address(keys + 9).value, ctypes.c_uint8.from_address(keys + 10).value
+        entries = ctypes.c_int64.from_address(keys + 24).value
+        if kind != 1 or not 0 < entries < 1 << 16 or log2_index_bytes > 24:  # str keys only (DICT_KEYS_UNICODE)
+            return None
+        first = keys + 32 + (1 << log2_index_bytes)
+        for i in range(entries):
+            at = first + 16 * i
+            if ctypes.c_uint64.from_address(at).value == id(key):
+                return at + 8 if ctypes.c_uint64.from_address(at + 8).value == id(_now_ns) else None
+    except (ValueError, OSError):
+        return None
+    return None
 
 
 def now_ms() -> float:

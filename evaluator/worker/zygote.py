@@ -173,12 +173,14 @@ def serve(control_fd: int, device: str, role: str, flush_ahead: bool, dynamo: bo
     process_tree.set_undumpable()
     children: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    # The address of the builtin behind the workers' timer: a fork keeps it, so the driver compares what lies on the
-    # timer's path in a worker with this process's, which runs no candidate code (`verify/timer_path.py`). One
+    # The address of the builtin behind the workers' timer, and of the harness's reference to it: a fork keeps them,
+    # so the driver compares what lies on the timer's path in a worker with this process's, which runs no candidate
+    # code (`verify/timer_path.py`). One
     # reading binds the interpreter's clock_gettime slot here, as it is in every worker.
     from evaluator.worker import timing  # imported by the warm imports already
     timing.now_ms()
-    control.sendall(json.dumps({"ready": True, "timer": id(timing.timer_clock())}).encode() + b"\n")
+    control.sendall(json.dumps({"ready": True, "timer": id(timing.timer_clock()),
+                                "timer_reference": timing.timer_reference()}).encode() + b"\n")
     while True:
         _reap(children)
         try:
