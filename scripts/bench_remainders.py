@@ -11,6 +11,11 @@ the share `CALL_GAP_SHARE` must stay above every honest kernel's and below every
     .venv/bin/python scripts/bench_remainders.py                       # the default cases, 3 runs each
     .venv/bin/python scripts/bench_remainders.py --runs 5 tests/honest/relu_openmp_c.py
     .venv/bin/python scripts/bench_remainders.py --seeds relu,softmax  # built-in seeds (their `NAME.cpp.py`)
+    .venv/bin/python scripts/bench_remainders.py --batch-clock         # also every claim by the driver's batches
+
+`--batch-clock` sends every claim through the driver's batch clock (`clock_confirmation.confirm_speedup`, as if
+above the suspicious threshold) and prints what it confirmed: the claim over it must stay below
+`SHORT_CALL_CLAIM_OVER_CONFIRMED` for honest kernels whose calls the per-call check cannot bound.
 
 A case is a candidate file with the test suite's header (`# task: NAME`, a task in tests/tasks; `# config: ...`).
 """
@@ -36,7 +41,8 @@ os.environ.update(openmp_environment())  # the workers' OpenMP settings, before 
 
 from benchmarks import builtin_task, seed_path  # noqa: E402
 from evaluator import EvalConfig, LocalEvaluator, load_candidate, load_task  # noqa: E402
-from evaluator.measure import blocks, clock_checks  # noqa: E402
+from evaluator.driver import evaluate as evaluate_module  # noqa: E402
+from evaluator.measure import blocks, clock_checks, clock_confirmation  # noqa: E402
 
 DEFAULT_CASES = [
     "tests/honest/relu_openmp_c.py",
@@ -46,6 +52,19 @@ DEFAULT_CASES = [
 ]
 DEFAULT_SEEDS = ["relu", "softmax", "layernorm"]
 GAPS: list[clock_checks.CallGap] = []
+CONFIRMED: list[clock_confirmation.Confirmed] = []
+
+
+def record_confirmations() -> None:
+    """Wrap the driver's confirmation so that what its batch clock confirmed is kept."""
+    confirm = clock_confirmation.confirm_speedup
+
+    def recording(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the wrapped signature
+        confirmed = confirm(*args, **kwargs)
+        CONFIRMED.append(confirmed)
+        return confirmed
+
+    evaluate_module.confirm_speedup = recording  # type: ignore[assignment]  # the name the driver calls
 
 
 def record_gaps() -> None:
@@ -87,8 +106,12 @@ def main() -> None:
     ap.add_argument("--seeds", default=",".join(DEFAULT_SEEDS), help="built-in tasks whose native seed to add "
                                                                      "(comma-separated; '' for none)")
     ap.add_argument("--runs", type=int, default=3, help="evaluations per case (default 3)")
+    ap.add_argument("--batch-clock", action="store_true", help="confirm every claim by the driver's batch clock "
+                                                                   "and print what it confirmed")
     args = ap.parse_args()
     record_gaps()
+    if args.batch_clock:
+        record_confirmations()
     jobs: list[tuple[str, Path, Path, dict[str, object]]] = []
     for case in args.cases or DEFAULT_CASES:
         path = (ROOT / case) if not Path(case).is_absolute() else Path(case)
@@ -101,24 +124,33 @@ def main() -> None:
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; CALL_GAP_SHARE {clock_checks.CALL_GAP_SHARE} "
           f"({clock_checks.CALL_GAP_SHARE_NAMED} where outputs are named in memory), "
           f"floor {clock_checks.CALL_GAP_FLOOR_MS} ms")
-    print("| case | run | status | speedup | claimed call ms | gap ms | noise ms | gap / call | share that refuses |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    batch_head = " batch clock | claim / batch |" if args.batch_clock else ""
+    print("| case | run | status | speedup | claimed call ms | gap ms | noise ms | gap / call | share that refuses |"
+          + batch_head)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if args.batch_clock else ""))
     ev = LocalEvaluator()
     try:
         for label, task_path, cand_path, config in jobs:
             task, cand = load_task(task_path), load_candidate(cand_path)
             for run in range(args.runs):
                 GAPS.clear()
-                r = ev.evaluate(task, cand, EvalConfig(device="cpu", **config))  # type: ignore[arg-type]
+                CONFIRMED.clear()
+                forced = {"suspicious_speedup": 0.0} if args.batch_clock else {}
+                r = ev.evaluate(task, cand, EvalConfig(device="cpu", **{**config, **forced}))  # type: ignore[arg-type]
                 speed = f"{r.speedup:.2f}x" if r.speedup else "-"
+                batch = ""
+                if args.batch_clock:
+                    c = CONFIRMED[-1] if CONFIRMED else None
+                    batch = (f" {c.outer_speedup:.2f}x | {c.speedup / max(c.outer_speedup, 1e-9):.2f} |" if c and
+                             c.outer_speedup else " - | - |")
                 if not GAPS:
-                    print(f"| {label} | {run + 1} | {r.status.value} | {speed} | - | - | - | - | - |")
+                    print(f"| {label} | {run + 1} | {r.status.value} | {speed} | - | - | - | - | - |{batch}")
                     continue
                 g = GAPS[-1]
                 # the smallest share of the claimed call that refuses this gap, the floor and noise as they are
                 needed = (g.short_ms - clock_checks.CALL_GAP_FLOOR_MS - g.noise_ms) / max(g.cand_ms, 1e-9)
                 print(f"| {label} | {run + 1} | {r.status.value} | {speed} | {g.cand_ms:.3f} | {g.short_ms:+.3f} | "
-                      f"{g.noise_ms:.3f} | {g.short_ms / max(g.cand_ms, 1e-9):+.1%} | {needed:+.1%} |", flush=True)
+                      f"{g.noise_ms:.3f} | {g.short_ms / max(g.cand_ms, 1e-9):+.1%} | {needed:+.1%} |{batch}", flush=True)
     finally:
         ev.close()
 
