@@ -23,7 +23,7 @@ MEASUREMENTS_BEFORE_REFUSING = 2
 # out 0.15 ms and the noise of the medians, more than such a call claims): a claimed speedup is confirmed by the
 # driver's clock over batches of calls and may be at most this many times what it confirms. The per-call check then
 # holds a claim within 2x, this holds it within 2x below that. Measured 2026-11-29 (2-core Zen 4 VM, 2 runs each, every
-# claim forced through the batch clock): six honest small native kernels of 0.03-0.24 ms a call claimed 0.4-1.4 times
+# claim forced through the batch clock): six honest small native kernels of 0.03-0.24 ms a call claimed 0.4-1.0 times
 # what the batches confirmed, the relu and softmax seeds 1.2-1.3 times.
 SHORT_CALL_CLAIM_OVER_CONFIRMED = 2
 
