@@ -21,6 +21,21 @@ def test_both_zygotes_get_the_same_device_settings_and_only_the_reference_the_re
     assert "TRITON_INTERPRET" not in cand and zygote_environment("candidate", "cpu", DRIVER_ENV)["TRITON_INTERPRET"] == "1"
 
 
+def test_the_drivers_process_settings_reach_neither_side():
+    """Thread placement, allocator and kernel choices in the driver's shell: the candidate's allow-list never passed
+    them, and the reference drops them too; the thread count and OpenMP's wait policy are set alike on both."""
+    settings = {"OMP_PROC_BIND": "true", "OMP_PLACES": "cores", "GOMP_CPU_AFFINITY": "0-1", "KMP_AFFINITY": "compact",
+                "LD_PRELOAD": "/usr/lib/libjemalloc.so.2", "MALLOC_ARENA_MAX": "2", "GLIBC_TUNABLES": "glibc.malloc.x=1",
+                "ATEN_CPU_CAPABILITY": "avx2", "OMP_WAIT_POLICY": "ACTIVE", "MKL_NUM_THREADS": "3"}
+    ref, cand = (zygote_environment(role, "cpu", {**DRIVER_ENV, **settings}) for role in ("reference", "candidate"))
+    for key in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY", "LD_PRELOAD", "MALLOC_ARENA_MAX",
+                "GLIBC_TUNABLES", "ATEN_CPU_CAPABILITY"):
+        assert key not in ref and key not in cand, key
+    assert ref["OMP_WAIT_POLICY"] == cand["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert ref["OMP_NUM_THREADS"] == cand["OMP_NUM_THREADS"] == "4" and ref["MKL_NUM_THREADS"] == cand["MKL_NUM_THREADS"]
+    assert ref["HOME"] == "/home/me"  # the rest of the driver's environment still reaches the reference
+
+
 def test_an_unset_device_setting_is_unset_on_both_sides():
     env = {k: v for k, v in DRIVER_ENV.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
     assert all("PYTORCH_CUDA_ALLOC_CONF" not in zygote_environment(r, "cuda", env) for r in ("reference", "candidate"))

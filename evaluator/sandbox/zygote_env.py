@@ -15,6 +15,13 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES",
 # What decides which device a worker uses and how it runs there: the same value (or absence) on both sides.
 SHARED_DEVICE_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_VISIBLE_DEVICES",
                      "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_CUDA_ARCH_LIST")
+# What changes how a process computes or allocates, which the candidate's allow-list never passes: the reference, which
+# gets the driver's environment, drops them too, so that neither side runs with a placement, an allocator or a kernel
+# choice of the driver's shell that the other lacks (OMP_PROC_BIND=true in a user's shell bound the reference's
+# OpenMP threads alone, and in the candidate's worker, whose seccomp filter refuses sched_setaffinity, it crashed
+# the import). What both sides need alike is set by `openmp_environment` and `SHARED_DEVICE_ENV`.
+PROCESS_SETTINGS_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "MALLOC_", "ATEN_", "DNNL_", "ONEDNN_")
+PROCESS_SETTINGS = ("LD_PRELOAD", "GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -47,7 +54,9 @@ def zygote_environment(role: str, device: str, environ: dict[str, str]) -> dict[
     """A zygote's environment: the driver's for the reference (it runs trusted code only), the allow-list for the
     candidate; in both, the same device settings (`SHARED_DEVICE_ENV`), so both sides run on the same GPU with the
     same allocator and thread counts."""
-    env = scrubbed_environment(environ) if role == "candidate" else {**environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env = scrubbed_environment(environ) if role == "candidate" else {
+        **{k: v for k, v in environ.items() if not (k.startswith(PROCESS_SETTINGS_PREFIXES) or k in PROCESS_SETTINGS)},
+        "PYTHONPATH": str(PROJECT_ROOT)}
     for key in SHARED_DEVICE_ENV:
         if key in environ:
             env[key] = environ[key]
