@@ -322,11 +322,13 @@ def test_a_timer_that_claims_part_of_each_call_is_refused_by_the_driver_clock_ar
     load = [rng.choice([0.0, 0.0, 1.5]) for _ in range(60)]
     ref = _calls([4.0] * 60, 0.3, load)
     honest = _calls([3.5 * 0.55] * 60, 0.35, load[::-1])  # a real 2x: its rest as small as the reference's
-    _cross_check(ref, honest, "cpu")
+    gap = _cross_check(ref, honest, "cpu")  # the gap it judged, which the measurement keeps (`claim_bound`)
+    assert gap is not None and not gap.refused and gap.short_ms == pytest.approx(0.05, abs=0.01)
     cheat = _calls([3.5 * 0.55] * 60, 0.3 + 3.5 * 0.45, load[::-1])
     with pytest.raises(ClockDisagreement, match="around each call"):
         _cross_check(ref, cheat, "cpu")
-    _cross_check(ref, cheat, "cuda")  # device events: a launch's host cost is outside them by design
+    # device events: a launch's host cost is outside them by design, and no per-call gap is judged
+    assert _cross_check(ref, cheat, "cuda") is None
 
 
 def test_where_outputs_are_named_in_memory_the_call_check_allows_half_the_share():

@@ -55,6 +55,7 @@ def test_a_short_call_claim_is_refused_above_twice_what_the_batches_confirm(monk
     seen.clear()
     honest = run({"ref": 0.06, "cand": 0.025})  # 2.4x there: the 4x claim is within twice that
     assert honest.ok and honest.short_calls and seen == ["ref", "cand"]
+    assert "too short" in honest.note() and "2.40x there" in honest.note()
 
 
 def test_a_long_call_claim_never_pays_for_the_batches(monkeypatch):
@@ -62,3 +63,4 @@ def test_a_long_call_claim_never_pays_for_the_batches(monkeypatch):
     confirmed = confirm_speedup("ref", "cand", CFG, measurement(6.0, 3.0, 0.3),  # type: ignore[arg-type]
                                 lambda what: contextlib.nullcontext())
     assert confirmed.ok and not confirmed.short_calls and confirmed.speedup == pytest.approx(2.0)
+    assert confirmed.note() == ""

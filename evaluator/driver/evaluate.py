@@ -246,12 +246,7 @@ class LocalEvaluator:
         compiled_ms = compile_baseline(self, task, cfg, kind, loaded.load) if cfg.compile_baseline else None
         profiled = profile(self, task, candidate, cfg, kind, cand, loaded.load, backend)
         m, cand_energy, ref_energy = timed.measurement, timed.candidate_energy, timed.reference_energy
-        reason = "correct on every trial" + "".join(f"; {n}" for n in checked.notes) + (
-            f"; {confirmed.speedup:.1f}x is above the suspicious threshold and was confirmed by the driver's clock "
-            f"({confirmed.outer_speedup:.1f}x there)" if confirmed.suspicious else
-            f"; its calls are too short for the driver's clock around each call to bound its timer, so its "
-            f"{confirmed.speedup:.2f}x was confirmed by the driver's clock over batches of calls "
-            f"({confirmed.outer_speedup:.2f}x there)" if confirmed.short_calls else "")
+        reason = "correct on every trial" + "".join(f"; {n}" for n in checked.notes) + confirmed.note()
         reason += (f"; a first measurement's {unconfirmed.speedup:.1f}x was not confirmed by the driver's clock "
                    f"({unconfirmed.outer_speedup:.1f}x there) and was measured again" if unconfirmed else "")
         reason += loaded.shape_note

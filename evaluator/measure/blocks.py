@@ -25,7 +25,7 @@ import torch
 
 from evaluator.device.rules import rules
 from evaluator.measure.block_sizes import MIN_BLOCK_CALLS, MIN_BLOCKS
-from evaluator.wire.commands import Batch, Check, Clock, Go, NextCall, Time
+from evaluator.wire.commands import Clock, Go, NextCall, Time
 from evaluator.config import EvalConfig
 from evaluator.driver.connection import WorkerConnection
 from evaluator.measure.contention import Contention, Round, choose, wants_more_rounds
@@ -34,9 +34,8 @@ from evaluator.wire.output_slot import Reservoir
 from evaluator.result import Timing
 from evaluator.worker.timing import median_standard_error_ms
 from evaluator.measure.trusted_inputs import TrustedInputs
-from evaluator.wire.replies import Armed, Batched, Checked, Rep, Timed
-from evaluator.measure.clock_checks import (CandidateClock, IdleCandidate, QuietWindow, _cross_check,
-                                           _refuse_work_left_running, call_gap)
+from evaluator.wire.replies import Armed, Rep, Timed
+from evaluator.measure.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
 
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
 DEEP_CHECK_BLOCKS = 2 * MIN_BLOCKS  # one of the candidate's first blocks, drawn in advance, ends with a deep check
@@ -334,7 +333,7 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         trusted_inputs.refuse_busy()
     if reads.quiet is not None:
         reads.quiet.refuse_busy()
-    _cross_check(ref, cand, device_kind)
+    gap = _cross_check(ref, cand, device_kind)
     _refuse_work_left_running(cand)
     if idle is not None:
         idle.refuse_busy()
@@ -342,8 +341,6 @@ def measure(reference: WorkerConnection, candidate: WorkerConnection, cfg: EvalC
         candidate_clock.refuse_stopped()
     chosen = choose(rounds, [b - a for a, b in ref.block_spans], [b - a for a, b in cand.block_spans], MIN_BLOCKS,
                     cfg.min_reps)
-    gap = call_gap(ref, cand, statistics.median(cand.samples_ms)) \
-        if rules(device_kind).host_timer and cand.samples_ms else None
     return Measurement(ref.timing(chosen.reference_blocks), cand.timing(chosen.candidate_blocks), reads.reservoir.kept,
                        cand.kernels or {}, chosen.contention, shared_inputs=trusted_inputs is not None,
                        per_call_allowance_ms=None if gap is None else gap.allowed_ms)
@@ -384,20 +381,3 @@ def time_alone(conn: WorkerConnection, cfg: EvalConfig, device_kind: str) -> Tim
     while not rec.done(cfg):
         _block(conn, rec, cfg, None, first=rec.blocks == 0)
     return rec.timing()
-
-
-def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig) -> float:
-    """Per-call time by the driver's clock alone: (inputs + calls) minus (inputs only), over a batch of fresh inputs."""
-    k = int(min(20, max(3, 50.0 / max(median_ms, 1e-3))))
-    estimates = []
-    for _ in range(3):
-        walls = []
-        for calls in (False, True):
-            seeds = [fresh_seed() for _ in range(k)]
-            t0 = time.perf_counter()
-            conn.request_as(Batch(variant=0, seeds=tuple(seeds), calls=calls), Batched, cfg.run_timeout_s,
-                            "a batch of calls")
-            walls.append((time.perf_counter() - t0) * 1e3)
-        estimates.append(max(walls[1] - walls[0], 0.0) / k)
-    conn.request_as(Check(), Checked, cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
-    return statistics.median(estimates)

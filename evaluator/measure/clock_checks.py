@@ -143,8 +143,9 @@ class ClockDisagreement(Refused):
     """The driver's clock did not support what the candidate's timer reported (`_cross_check`)."""
 
 
-def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
-    """Refuse a candidate whose reported times are shorter than the driver's own clock allows.
+def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> CallGap | None:
+    """Refuse a candidate whose reported times are shorter than the driver's own clock allows; returns the per-call
+    gap it judged (`call_gap`), None where it judged none (a claimed speedup of 1 or less, a device's own events).
 
     Both workers pay the same costs around each call (same code, same checks), so the difference of their per-call
     wall times seen by the driver estimates the difference of their true call times. Only a claimed speedup that
@@ -152,7 +153,7 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     interpreter leaves extra garbage behind is never at risk.
     """
     if len(ref.walls_ms) < 3 or len(cand.walls_ms) < 3:
-        return
+        return None
     ref_ms, cand_ms = statistics.median(ref.samples_ms), statistics.median(cand.samples_ms)
     # Block i of one side ran right before or after block i of the other: their walls saw the same load, so the
     # gap is taken pair by pair (a burst of the machine's other work inside some blocks cancels out).
@@ -167,15 +168,16 @@ def _cross_check(ref: SideRecord, cand: SideRecord, device_kind: str) -> None:
     # A candidate slower than the reference is not judged here: the watch around its calls (the profiler, the
     # checks on its outputs) costs the driver's clock a few ms a call at 31 MiB that the reference's does not.
     if claimed_speedup <= 1.0:
-        return
-    _cross_check_calls(ref, cand, cand_ms, device_kind)
+        return None
+    gap = _cross_check_calls(ref, cand, cand_ms, device_kind)
     if claimed_speedup < 2 * implied_speedup:
-        return
+        return gap
     if wall_gap - claimed_gap > 0.25 * max(ref_ms, cand_ms) + noise + floor_ms:
         raise ClockDisagreement(Status.REJECTED,
                                 f"the candidate's reported times disagree with the driver's clock: its calls took "
                                 f"{wall_gap:.3f} ms longer than the reference's by the driver's clock but "
                                 f"{claimed_gap:.3f} ms by its own timer (timer tampering)")
+    return gap
 
 
 CALL_GAP_SHARE = 0.1  # of the claimed call time: what the harness's costs around a call may differ by, beyond noise
@@ -218,7 +220,7 @@ def call_gap(ref: SideRecord, cand: SideRecord, cand_ms: float) -> CallGap | Non
     return CallGap(short_ms, noise_ms, share * cand_ms + CALL_GAP_FLOOR_MS + noise_ms, cand_ms, share)
 
 
-def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> None:
+def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device_kind: str) -> CallGap | None:
     """Refuse a candidate whose timer claims less of each call than the driver's clock around it allows.
 
     That clock runs from the driver's `go`, sent once a call's inputs are drawn, to the reply that follows the copies
@@ -232,13 +234,14 @@ def _cross_check_calls(ref: SideRecord, cand: SideRecord, cand_ms: float, device
     where a gap of walls between blocks did not. CPU only: on a GPU the timer is the device's events, and a launch's
     host cost is outside them by design."""
     if not rules(device_kind).host_timer:
-        return
+        return None
     gap = call_gap(ref, cand, cand_ms)
     if gap is not None and gap.refused:
         raise ClockDisagreement(Status.REJECTED,
                                 f"the candidate's reported times disagree with the driver's clock: around each call "
                                 f"the driver saw {gap.short_ms:.3f} ms more beyond its timer's figure than around the "
                                 f"reference's (timer tampering)")
+    return gap
 
 
 LEFT_RUNNING_FLOOR_MS = 0.05  # host wake-up jitter after a device-wide synchronize stays well under this

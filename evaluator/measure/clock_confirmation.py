@@ -3,13 +3,17 @@ candidate's process, so a claim it alone supports could be a forged clock (`docs
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from evaluator.config import EvalConfig
 from evaluator.driver.connection import WorkerConnection
-from evaluator.measure.blocks import Measurement, outer_per_call_ms
+from evaluator.measure.blocks import Measurement, fresh_seed
+from evaluator.wire.commands import Batch, Check
+from evaluator.wire.replies import Batched, Checked
 
 OUTER_ROUNDS = 3  # re-measures by the driver's clock before a >suspicious_speedup claim is refused
 CLAIM_OVER_CONFIRMED = 4  # a claim this many times above what the driver's clock confirms is refused
@@ -37,6 +41,17 @@ class Confirmed:
     outer_speedup: float = 0.0
     ok: bool = True
     short_calls: bool = False  # confirmed because the per-call clock check could not bound calls this short
+
+    def note(self) -> str:
+        """The verdict's words for a confirmed claim ("" where none was needed)."""
+        if self.suspicious:
+            return (f"; {self.speedup:.1f}x is above the suspicious threshold and was confirmed by the driver's clock "
+                    f"({self.outer_speedup:.1f}x there)")
+        if self.short_calls:
+            return (f"; its calls are too short for the driver's clock around each call to bound its timer, so its "
+                    f"{self.speedup:.2f}x was confirmed by the driver's clock over batches of calls "
+                    f"({self.outer_speedup:.2f}x there)")
+        return ""
 
 
 def claim_bound(m: Measurement, cfg: EvalConfig) -> float | None:
@@ -79,3 +94,20 @@ def confirm_speedup(ref: WorkerConnection, cand: WorkerConnection, cfg: EvalConf
             break
     return Confirmed(speedup, suspicious=speedup > cfg.suspicious_speedup, outer_speedup=outer_speedup,
                      ok=outer_speedup * bound >= speedup, short_calls=speedup <= cfg.suspicious_speedup)
+
+
+def outer_per_call_ms(conn: WorkerConnection, median_ms: float, cfg: EvalConfig) -> float:
+    """Per-call time by the driver's clock alone: (inputs + calls) minus (inputs only), over a batch of fresh inputs."""
+    k = int(min(20, max(3, 50.0 / max(median_ms, 1e-3))))
+    estimates = []
+    for _ in range(3):
+        walls = []
+        for calls in (False, True):
+            seeds = [fresh_seed() for _ in range(k)]
+            t0 = time.perf_counter()
+            conn.request_as(Batch(variant=0, seeds=tuple(seeds), calls=calls), Batched, cfg.run_timeout_s,
+                            "a batch of calls")
+            walls.append((time.perf_counter() - t0) * 1e3)
+        estimates.append(max(walls[1] - walls[0], 0.0) / k)
+    conn.request_as(Check(), Checked, cfg.run_timeout_s, "the checks after the batches")  # outside the timed trips
+    return statistics.median(estimates)
