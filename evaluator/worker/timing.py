@@ -358,7 +358,7 @@ def timer_reference() -> int | None:
     import ctypes  # the zygote's own code, before any candidate exists
     globals_ = globals()
     key = next((k for k in globals_ if k == "_now_ns"), None)
-    if key is None or not hasattr(sys, "getrefcount") or sys.version_info[:2] != (3, 11):
+    if key is None or sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
         return None
     try:
         keys = ctypes.c_uint64.from_address(id(globals_) + 32).value
