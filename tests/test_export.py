@@ -238,6 +238,47 @@ def test_a_kernel_that_failed_on_some_device_is_refused_and_the_next_best_taken(
     assert "candidate #1" in refusal and f"on {A100.name} was incorrect" in refusal
 
 
+def _remeasure(url: str, run_id: int, candidate_id: int, results: list) -> None:
+    store = get_store(url)
+    try:
+        for result in results:
+            store.add_confirmation(run_id, candidate_id, result)
+    finally:
+        store.close()
+
+
+def test_the_run_s_re_measured_figure_ranks_and_gates_a_kernel_not_the_search_s(store_url):
+    """Candidate #1 read 1.01x in the search and 0.80-0.88x in its three re-measurements (a run of 2026-11-29 that
+    exported it at --min-speedup 1 and made its model slower); #2 read 0.95x and was never re-measured."""
+    run_id = _run_with(store_url, [[ok_result(1.01)], [ok_result(0.95)]])
+    _remeasure(store_url, run_id, 1, [ok_result(0.88), ok_result(0.84), ok_result(0.80)])
+    store = get_store(store_url)
+    try:
+        [pick] = select(store, [run_id]).picks
+        assert (pick.candidate.id, round(pick.speedup, 6)) == (2, 0.95)  # 0.95 against #1's 0.84
+        assert pick.confirmed == ()
+        with pytest.raises(ExportError, match=r"--min-speedup 1 .*0\.95x, as the run reports it"):
+            select(store, [run_id], min_speedup=1.0)
+    finally:
+        store.close()
+
+
+def test_a_re_measurement_confirming_a_kernel_carries_its_figure_and_one_that_failed_refuses_it(store_url):
+    run_id = _run_with(store_url, [[ok_result(3.0)], [ok_result(2.5)], [ok_result(1.2)]])
+    _remeasure(store_url, run_id, 1, [ok_result(2.9), failed_result(Status.INCORRECT)])
+    _remeasure(store_url, run_id, 2, [ok_result(2.0), ok_result(2.2), ok_result(2.4)])
+    store = get_store(store_url)
+    try:
+        selection = select(store, [run_id], min_speedup=1.0)
+    finally:
+        store.close()
+    [pick] = selection.picks
+    assert (pick.candidate.id, round(pick.speedup, 6)) == (2, 2.2)
+    assert tuple(round(x, 6) for x in pick.confirmed) == (2.0, 2.2, 2.4)
+    [refusal] = [n for n in selection.notes if "refused" in n]
+    assert "candidate #1" in refusal and "a re-measurement of it" in refusal and "incorrect" in refusal
+
+
 def test_a_run_beaten_by_another_run_of_the_same_task_adds_nothing(store_url):
     slow = _run_with(store_url, [[ok_result(1.5)]])
     fast = _run_with(store_url, [[ok_result(1.5)], [ok_result(4.0)]])

@@ -1,19 +1,24 @@
 """Which kernels an export takes: per task and device, the fastest correct candidate of the given runs.
 
-A candidate is refused, with the reason, when any of its verdicts in the store (on any device) is not `ok`: a kernel
-that failed somewhere is not shipped anywhere. A run without any correct candidate stops the export; a run whose
+"Fastest" by the figure the run reports (`opforge show`): a candidate the run re-measured before reporting its best
+is ranked, and held to --min-speedup, by the median of its re-measurements on that device, not by the search's
+figure, which was picked for being high (a kernel the search read at 1.01x and three re-measurements at 0.80-0.88x
+is a 0.84x kernel). A candidate is refused, with the reason, when any of its verdicts in the store (on any device),
+or any of its re-measurements, is not `ok`: a kernel that failed somewhere is not shipped anywhere. A run without any correct candidate stops the export; a run whose
 kernels are all refused or below --min-speedup is left out with a note, and when that leaves nothing the export stops
 with the reason.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
 from evaluator.result import Status
 from opforge.display import format_speedup
-from store import CandidateRecord, EvaluationRecord, RunRecord, ScoredCandidate, Store, StoreError, TaskRecord
+from store import (CandidateRecord, ConfirmationRecord, EvaluationRecord, RunRecord, ScoredCandidate, Store,
+                   StoreError, TaskRecord)
 
 
 class ExportError(Exception):
@@ -30,6 +35,7 @@ class Pick:
     evaluation: EvaluationRecord
     verdicts: tuple[tuple[str, str], ...]  # (device name, status) of every verdict the store holds for it
     history: tuple[ScoredCandidate, ...]   # the run's candidates (for the lineage)
+    confirmed: tuple[float, ...] = ()      # its re-measurements' speedups on this device, oldest first
 
     @property
     def device(self) -> str:
@@ -37,7 +43,13 @@ class Pick:
 
     @property
     def speedup(self) -> float:
-        return self.evaluation.result.speedup or 0.0
+        """The figure the run reports for it: its re-measurements' median where it was re-measured, else its
+        verdict's."""
+        return _figure(self.evaluation, self.confirmed)
+
+
+def _figure(ev: EvaluationRecord, confirmed: tuple[float, ...]) -> float:
+    return statistics.median(confirmed) if confirmed else (ev.result.speedup or 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +114,20 @@ def _eligible(store: Store, task: TaskRecord, run: RunRecord, devices: set[str],
         for sc in store.history(run.id, device):
             if sc.evaluation is not None:
                 verdicts[sc.candidate.id].append((device, sc.evaluation))
-    correct = [(sc.candidate, ev) for sc in history for _, ev in verdicts[sc.candidate.id]
+    remeasured: dict[tuple[int, str], list[ConfirmationRecord]] = defaultdict(list)
+    for rec in store.confirmations(run.id):
+        remeasured[(rec.candidate_id, rec.device_name)].append(rec)
+    correct = [(sc.candidate, ev, tuple(r.speedup for r in remeasured[(sc.candidate.id, ev.result.device.name)]
+                                        if r.status == Status.OK and r.speedup))
+               for sc in history for _, ev in verdicts[sc.candidate.id]
                if ev.result.status == Status.OK and ev.result.speedup is not None]
     if not correct:
         raise ExportError(f"Run {run.id} ({task.name}) has no correct candidate to export (its verdicts: "
                           f"{_status_counts(history)}); run it further or leave it out.")
-    correct.sort(key=lambda ce: -(ce[1].result.speedup or 0.0))
+    correct.sort(key=lambda c: -_figure(c[1], c[2]))
     chosen: dict[str, Pick] = {}
     below = refused = 0
-    for cand, ev in correct:
+    for cand, ev, confirmed in correct:
         device = ev.result.device.name
         if device in chosen:
             continue
@@ -121,17 +138,23 @@ def _eligible(store: Store, task: TaskRecord, run: RunRecord, devices: set[str],
                          f"{e.result.status.value} ({e.result.reason})")
             refused += 1
             continue
-        if min_speedup is not None and (ev.result.speedup or 0.0) < min_speedup:
+        failed = [r for r in remeasured[(cand.id, device)] if r.status != Status.OK]
+        if failed:
+            notes.append(f"run {run.id} ({task.name}): refused candidate #{cand.id}: a re-measurement of it on "
+                         f"{device} was {failed[0].status.value} ({failed[0].reason})")
+            refused += 1
+            continue
+        if min_speedup is not None and _figure(ev, confirmed) < min_speedup:
             below += 1
             continue
         chosen[device] = Pick(task, run, cand, ev, tuple((d, e.result.status.value) for d, e in verdicts[cand.id]),
-                              history)
+                              history, confirmed)
     if chosen:
         return list(chosen.values()), None
-    fastest = format_speedup(correct[0][1].result.speedup)
+    fastest = format_speedup(_figure(correct[0][1], correct[0][2]))
     if below and min_speedup is not None:
         return [], (f"Run {run.id} ({task.name}) has no kernel at --min-speedup {min_speedup:g} (its fastest correct "
-                    f"kernel is {fastest}); lower --min-speedup or leave the run out.")
+                    f"kernel is {fastest}, as the run reports it); lower --min-speedup or leave the run out.")
     return [], (f"Run {run.id} ({task.name}): every correct candidate failed its evaluation on some device ({refused} "
                 f"refused), so none can be exported; see `opforge show {run.id}`.")
 
