@@ -92,6 +92,8 @@ def exported(tmp_path_factory):
     done = subprocess.run([*OPFORGE, "model", "extract", str(TINY), "--out", str(suite), "--json"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
+    # The profile's own output only: Kineto's start and stop lines are kept out of it
+    assert "profiler_start" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
     done = subprocess.run([*OPFORGE, "bench", "--suite", str(suite), "--coder", "tune", "--backend", "cpp",
                            "--budget-per-task", "1", "--timing-s", "0.2", "--no-archive", "--runner", "local",
                            "--workers", "1", "--db", db, "--json"],

@@ -9,6 +9,7 @@ constants (the four blocks of a stack) are one group with several paths: one tas
 
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from evaluator.sandbox.zygote_env import KINETO_QUIET
 from opforge.model.groups import Group, candidate_groups, capture, tensor_spec
 from opforge.model.loading import LoadedModel
 from opforge.model.matching import Match, find_match
@@ -131,6 +133,9 @@ def _choose(model: nn.Module, groups: list[Group], model_ms: float) -> list[HotG
 
 def hot_ops(model: nn.Module, inputs: tuple[Any, ...], runs: int = 3) -> list[dict[str, Any]]:
     """The ATen ops with the most self time under PyTorch's profiler, by op and input shapes."""
+    # Kineto prints a line as the profiler starts and stops unless told otherwise before its first start: noise in
+    # the profile's table (as the zygotes' environment says it).
+    os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
     with torch.no_grad():
         model(*inputs)
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
