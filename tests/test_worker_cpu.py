@@ -35,6 +35,28 @@ def test_a_descendant_is_found_by_its_own_pid_and_its_cpu_read_from_the_kernel()
     assert WorkerCpu(None, 123).cpu_s() is None
 
 
+def test_a_thread_s_time_waiting_for_a_cpu_is_read_beside_its_time_on_one():
+    """`thread_sched_ns`: two processes spinning on one CPU each wait for it about half the time; the driver reads
+    both accounts of the worker's thread (`scripts/bench_slow_calls.py` tells slow calls apart by them)."""
+    spin = "import os, time\nos.sched_setaffinity(0, {0})\nt = time.time()\nwhile time.time() - t < 1.0: pass\n"
+    worker, rival = (subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2))
+    try:
+        time.sleep(0.3)  # both started and pinned
+        cpu = WorkerCpu(os.getpid(), worker.pid)
+        first = cpu.thread_sched_ns()
+        time.sleep(0.4)
+        second = cpu.thread_sched_ns()
+        assert first is not None and second is not None
+        run_s = (second[worker.pid][0] - first[worker.pid][0]) / 1e9
+        wait_s = (second[worker.pid][1] - first[worker.pid][1]) / 1e9
+        assert run_s >= 0.05 and wait_s >= 0.05, (run_s, wait_s)
+        assert cpu.thread_cpu_ns() is not None and set(cpu.thread_cpu_ns() or ()) == set(second)
+    finally:
+        worker.wait()
+        rival.wait()
+    assert WorkerCpu(None, 123).thread_sched_ns() is None
+
+
 def test_cpu_spent_while_the_reference_runs_is_refused_and_none_is_not():
     readings = iter([1.0, 1.0, 1.0, 1.6])  # quiet during the first block, 0.6 s of CPU during the second
     idle = IdleCandidate(lambda: next(readings))

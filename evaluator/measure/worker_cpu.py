@@ -104,9 +104,16 @@ class WorkerCpu:
         """Each live thread of the tree, by its id as the driver sees it, with its run time so far in nanoseconds
         (/proc/<pid>/task/<tid>/schedstat, exact to the nanosecond where proc(5)'s ticks are 10 ms); None where the
         worker cannot be read (gone, or not found)."""
+        sched = self.thread_sched_ns()
+        return None if sched is None else {tid: run for tid, (run, _) in sched.items()}
+
+    def thread_sched_ns(self) -> dict[int, tuple[int, int]] | None:
+        """Each live thread of the tree with the scheduler's two accounts of it so far, in nanoseconds: its time on a
+        CPU, and its time runnable but waiting for one (the first two fields of schedstat); None where the worker
+        cannot be read."""
         if self.pid is None:
             return None
-        found: dict[int, int] = {}
+        found: dict[int, tuple[int, int]] = {}
         for pid in self._tree():
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
@@ -117,8 +124,9 @@ class WorkerCpu:
             for tid in tids:
                 try:
                     with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                        found[int(tid)] = int(f.read().split()[0])
-                except (OSError, ValueError, IndexError):
+                        run, wait = f.read().split()[:2]
+                    found[int(tid)] = (int(run), int(wait))
+                except (OSError, ValueError):
                     continue  # a thread that ended between the listing and its read
         return found
 
