@@ -1,9 +1,9 @@
 """Which kernels an export takes: per task and device, the fastest correct candidate of the given runs.
 
-"Fastest" by the figure the run reports (`opforge show`): a candidate the run re-measured before reporting its best
-is ranked, and held to --min-speedup, by the median of its re-measurements on that device, not by the search's
-figure, which was picked for being high (a kernel the search read at 1.01x and three re-measurements at 0.80-0.88x
-is a 0.84x kernel). A candidate is refused, with the reason, when any of its verdicts in the store (on any device),
+"Fastest" in the order the run reports its candidates (`opforge show`, `run_summary.confirmed_first`): those it
+re-measured before reporting its best come first, ranked, and held to --min-speedup, by the median of their
+re-measurements on that device, not by the search's figure, which was picked for being high (a kernel the search
+read at 1.01x and three re-measurements at 0.80-0.88x is a 0.84x kernel); then the rest by the search's figure. A candidate is refused, with the reason, when any of its verdicts in the store (on any device),
 or any of its re-measurements, is not `ok`: a kernel that failed somewhere is not shipped anywhere. A run without any correct candidate stops the export; a run whose
 kernels are all refused or below --min-speedup is left out with a note, and when that leaves nothing the export stops
 with the reason.
@@ -124,7 +124,7 @@ def _eligible(store: Store, task: TaskRecord, run: RunRecord, devices: set[str],
     if not correct:
         raise ExportError(f"Run {run.id} ({task.name}) has no correct candidate to export (its verdicts: "
                           f"{_status_counts(history)}); run it further or leave it out.")
-    correct.sort(key=lambda c: -_figure(c[1], c[2]))
+    correct.sort(key=lambda c: (not c[2], -_figure(c[1], c[2])))  # as the run reports them (confirmed_first)
     chosen: dict[str, Pick] = {}
     below = refused = 0
     for cand, ev, confirmed in correct:
