@@ -100,6 +100,21 @@ def test_an_extension_calling_atens_operators_through_the_dispatcher_is_allowed(
     assert native_symbols.extension_refusal(data, "ext") is None
 
 
+@pytest.mark.parametrize("symbol", [
+    "_ZN2at3cpu24is_avx512_vnni_supportedEv",  # at::cpu::is_avx512_vnni_supported(): a feature query
+    "_ZN2at3cpu8init_amxEv",                    # at::cpu::init_amx(): the permission to use AMX's tiles
+    "_ZN2at3cpu20get_cpu_capabilitiesEv",
+    "_ZN2at3cpu14L1d_cache_sizeEv",
+])
+def test_an_extension_asking_aten_about_the_cpu_is_allowed(tmp_path: Path, symbol: str):
+    data = _library(tmp_path, f"extern void {symbol}(void);\nvoid k(void) {{ {symbol}(); }}\n")
+    assert native_symbols.extension_refusal(data, "ext") is None
+    # the same namespace's compute is still refused, and so is a query's name on a function that takes arguments
+    other = "_ZN2at3cpu24is_avx512_vnni_supportedERKNS_6TensorE"
+    data = _library(tmp_path, f"extern void {other}(void);\nvoid k(void) {{ {other}(); }}\n")
+    assert "below its dispatcher" in (native_symbols.extension_refusal(data, "ext") or "")
+
+
 def test_thread_local_data_through_the_loader_is_allowed(tmp_path: Path):
     data = _library(tmp_path, "__thread int counter;\nint k(void) { return ++counter; }\n")  # __tls_get_addr
     assert native_symbols.refusal(data, "k") is None

@@ -129,6 +129,12 @@ def refusal(library: bytes, name: str) -> str | None:
 BELOW_DISPATCHER = re.compile(
     r"^(_ZN2at6native|_ZN2at3cpu|_ZN2at6vec|cblas_|mkl_|MKL_|dnnl_|mkldnn_|openblas_|fbgemm|_ZN6fbgemm|"
     r"[sdczh](gemm|gemv|axpy|dot|scal|trsm|syrk|ger)_?$)")
+# at::cpu also holds what an extension asks about the CPU before it picks a path (`ATen/cpu/Utils.h`: a feature
+# query, the capabilities map, AMX's permission to use its tiles, cache sizes): no tensor work, so not refused. An
+# honest extension that checked for VNNI before its loop was refused as "below the dispatcher" until 2026-11-29
+# (tests/honest/relu_cpp_parallel_for_cpu_query.py).
+CPU_QUERIES = re.compile(r"^_ZN2at3cpu\d+(is_\w+_supported|init_amx|get_cpu_capabilities|L1d_cache_size|L2_cache_size)"
+                         r"Ev$")
 OWN_THREADS = re.compile(r"^(pthread_create|thrd_create|clone3?|_ZNSt6thread15_M_start_thread\w*)$")
 
 
@@ -139,7 +145,7 @@ def extension_refusal(library: bytes, name: str) -> str | None:
     except UnreadableLibrary as exc:
         return f"load_inline({name!r}): the built extension cannot be checked: {exc}"
     lookups = sorted(s for s in undefined if LOOKUPS.match(s))
-    below = sorted(s for s in undefined if BELOW_DISPATCHER.match(s))
+    below = sorted(s for s in undefined if BELOW_DISPATCHER.match(s) and not CPU_QUERIES.match(s))
     threads = sorted(s for s in undefined if OWN_THREADS.match(s))
     if lookups:
         return (f"load_inline({name!r}) looks symbols up at run time ({', '.join(lookups[:4])}): an extension calls "
