@@ -59,11 +59,28 @@ def test_unreadable_prototypes_are_one_sentence(source, fn, words):
 
 @pytest.mark.parametrize("flag", ["-fplugin=evil.so", "-o/tmp/x", "-I/etc", "-Wl,-rpath,/tmp", "-B/tmp", "-DX=$(id)",
                                   "-include/etc/passwd", "@/tmp/args", "-mprefer-vector-width=1024",
-                                  "-march=x86-64-v5", "-march=skylake", "-march=native -mno-avx"])
+                                  "-march=x86-64-v5", "-march=skylake", "-march=native -mno-avx",
+                                  "-Wa,-adhln=/tmp/x", "-Wp,-MD,/tmp/x", "-Werror=format", "-specs=/tmp/x",
+                                  "-fdump-tree-all", "-save-temps", "-g -o/tmp/x"])
 def test_flags_outside_the_allow_list_are_refused(flag):
     with pytest.raises(ValueError, match="is not allowed") as info:
         load_c("k", SCALE, ["scale"], flags=["-O3", flag])
     assert "\n" not in str(info.value)
+
+
+def test_flags_an_honest_kernel_brings_from_its_own_build_are_taken():
+    """What C and C++ projects pass to their compilers beside the code-generation flags (threads, warnings, debug
+    information, a standard, an undefined macro) builds and runs; ISA extensions are the kernel's to promise (taken,
+    not built here: the CPU may lack them)."""
+    lib = load_c("honest_flags", SCALE, ["scale"], flags=["-O3", "-pthread", "-fPIC", "-g", "-Wall", "-Wextra",
+                                                          "-Wno-unused-parameter", "-fopenmp-simd", "-UNDEBUG",
+                                                          "-std=gnu17", "-fvisibility=default"])
+    x, out = torch.arange(64, dtype=torch.float32), torch.empty(64)
+    lib.scale(x, out, 2.0, 64)
+    assert torch.equal(out, x * 2.0)
+    spec = NativeSpec.from_call("isa", SCALE, ["scale"], ["-mavx512vnni", "-mavx512bf16", "-mamx-tile", "-mbmi2",
+                                                          "-msse4.2", "-std=c++20", "-fno-rtti"], language="c++")
+    assert "-mamx-tile" in spec.flags
 
 
 def test_a_kernel_may_ask_for_the_widest_vectors():

@@ -22,18 +22,28 @@ import torch
 MAX_SOURCE_CHARS = 2 * 2**20
 LANGUAGES = ("c", "c++")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-_FLAG = re.compile(r"-O[0-3s]|-Ofast|-march=(native|x86-64|x86-64-v[234])|-mtune=native|-fopenmp|-ffast-math|"
-                   r"-funroll-loops|-fno-math-errno|"
-                   r"-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|-mavx512(f|bw|vl|dq)|-mf16c|"
-                   r"-std=(c11|c17|gnu11|c\+\+17|c\+\+20|gnu\+\+17)|"
-                   r"-D[A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?|"
+# Code-generation, warning and debug flags: the builder adds its own output, position and link flags, so nothing
+# here can name a file, a plugin or a linker option (-o, -I, -include, -fplugin, -Wl,..., @file stay refused). A
+# named -march is refused too (its instructions may be ones this CPU lacks: `-march=native` says what it has); the
+# ISA extensions (-mavx512vnni...) are the kernel's own promise, a SIGILL at run time where it is wrong. The same
+# families as `load_inline`'s flags (`cpu_extension.ALLOWED_CFLAGS`), so that one kernel's flags pass both: an
+# honest C++ kernel built with `-pthread` or `-Wall` was refused here before 2026-11-29.
+_FLAG = re.compile(r"-O[0-3s]|-Ofast|-march=(native|x86-64|x86-64-v[234])|-mtune=native|-fopenmp(-simd)?|"
+                   r"-ffast-math|-funroll-loops|-fno-math-errno|"
+                   r"-fno-trapping-math|-ffp-contract=(fast|off|on)|-mavx|-mavx2|-mfma|-mavx512[a-z0-9]+|-mf16c|"
+                   r"-mbmi2?|-mpopcnt|-msse4(\.[12])?|-mssse3|-mamx-(tile|bf16|int8|fp16)|-mavxvnni|"
+                   r"-std=(c99|gnu99|c11|c17|gnu11|gnu17|(c|gnu)\+\+(14|17|20))|"
+                   r"-[DU][A-Za-z_][A-Za-z0-9_]{0,99}(=[A-Za-z0-9_.+-]{0,100})?|"
                    r"-fno-strict-aliasing|-ftree-vectorize|-fopt-info-vec|"
-                   r"-mprefer-vector-width=(128|256|512)")
-ALLOWED_FLAGS = ("-O0..-O3, -Ofast, -Os, -march=native|x86-64|x86-64-v2|x86-64-v3|x86-64-v4, -mtune=native, -fopenmp, "
-                 "-ffast-math, -funroll-loops, "
+                   r"-mprefer-vector-width=(128|256|512)|-fPIC|-pthread|-g|-g0|-w|-W[a-z][a-z0-9-]*(=[0-9]+)?|"
+                   r"-fno-exceptions|-fno-rtti|-fvisibility=(hidden|default)")
+ALLOWED_FLAGS = ("-O0..-O3, -Ofast, -Os, -march=native|x86-64|x86-64-v2|x86-64-v3|x86-64-v4, -mtune=native, "
+                 "-fopenmp(-simd), -ffast-math, -funroll-loops, "
                  "-fno-math-errno, -fno-trapping-math, -ffp-contract=fast|off|on, -mavx, -mavx2, -mfma, "
-                 "-mavx512f/bw/vl/dq, -mf16c, -std=c11|c17|gnu11|c++17|c++20|gnu++17, -DNAME[=VALUE], "
-                 "-fno-strict-aliasing, -ftree-vectorize, -fopt-info-vec, -mprefer-vector-width=128|256|512")
+                 "-mavx512<part>, -mf16c, -mbmi, -mbmi2, -mpopcnt, -msse4*, -mssse3, -mamx-tile|bf16|int8|fp16, "
+                 "-mavxvnni, -std=c99|c11|c17|c++14|c++17|c++20 (or gnu), -DNAME[=VALUE], -UNAME, "
+                 "-fno-strict-aliasing, -ftree-vectorize, -fopt-info-vec, -mprefer-vector-width=128|256|512, "
+                 "-fPIC, -pthread, -g, -g0, -w, -W<warning>, -fno-exceptions, -fno-rtti, -fvisibility=hidden|default")
 
 # C type (qualifiers dropped, words normalised) -> (ctypes type of a scalar of it, dtypes a pointer to it takes).
 _I8, _U8, _I16, _U16 = torch.int8, torch.uint8, torch.int16, torch.uint16
