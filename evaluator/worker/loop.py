@@ -299,13 +299,21 @@ class Worker:
 
     def _timed_watch(self, seen: dict[str, Any],
                      closing: Callable[[], None] | None = None) -> contextlib.AbstractContextManager:
-        """The watch around a timed or batched call, in both roles (unless --allow-torch): the profiler's record of
-        every ATen operator runs inside the timed marks, so the reference's calls pay it too, operator for operator;
-        what it sees there is never judged. (The reference used to pay an empty watch after each call instead: the
-        same wall for the driver's clocks, but a native candidate's marks held about 20 us a call that the
-        reference's did not.)"""
+        """The watch around a timed or batched call (unless --allow-torch). The candidate's calls run in it as its
+        checked calls do, so that it cannot tell the two apart: on a CPU (every worker runs Triton's interpreter
+        there) PyTorch's profiler records each ATen operator of the call inside the timed marks.
+
+        The reference's calls do not: the record costs about 9-12 us an operator on these machines, so a watched
+        reference was slower in proportion to its operators (a transformer block's 98: 1.2 ms, 32% of its call;
+        layernorm's 7: 15%) and every speedup over a many-operator reference was inflated by it, from 2026-11-24 to
+        2026-11-29. The reference enters and leaves an empty watch right before its call instead, outside its marks,
+        so that the windows the driver's clock sees around the two sides' calls hold the same fixed costs (the
+        profiler's start and stop). A candidate pays the record of its own operators (a native call's two or three:
+        some tens of microseconds), which errs against it, never for it."""
         if not self.require_kernels:
             return _then(closing)
+        if self.role == "reference":
+            return _after_empty_watch(self.guards, closing)
         # The copy grants in the candidate's worker only: the first operator through a dispatch mode imports dynamo
         # (1-2 s of CPU), which the reference's zygote does not hold (`op_trace.py`); an interpreted Triton call,
         # the only kind that runs with them, takes milliseconds beside their few microseconds an operator.
@@ -340,6 +348,17 @@ class Worker:
         if reason:
             self.send({"status": "rejected", "reason": f"{reason} ({when})"})
         return bool(reason)
+
+
+@contextlib.contextmanager
+def _after_empty_watch(guards: Any, closing: Callable[[], None] | None) -> Iterator[None]:
+    """The reference's timed call: the watch's fixed costs paid before it (`Worker._timed_watch`), the call itself
+    unwatched, then `closing`."""
+    with call_watch.watched(guards, guards.stores_accounted, {}, False):
+        pass
+    yield
+    if closing is not None:
+        closing()
 
 
 @contextlib.contextmanager
