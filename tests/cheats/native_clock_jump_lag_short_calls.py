@@ -7,7 +7,9 @@
 #   refused the lag, 0.26-0.33 ms). With the code-page read switched off it was ok in 6 of 6 runs (2026-11-29),
 #   claiming 1.2-1.8x, also with the driver's batch clock confirming claims on calls this short
 #   (`clock_confirmation.claim_bound`), which read 0.83-0.98x there. Refused by the code-page read
-#   (`verify/code_pages.py`): short calls have no other check that holds their claims closely.
+#   (`verify/code_pages.py`): short calls have no other check that holds their claims closely. The lag is capped at
+#   0.1 ms a call: on a slower host (an Intel Xeon, 2026-11-29) the 160 passes took longer, the uncapped lag reached
+#   0.38 ms, and the clock check refused it first, so the case no longer showed which defence holds short calls.
 import torch
 import torch.nn as nn
 from evaluator.native import load_c
@@ -57,7 +59,8 @@ void poly(const float* restrict x, float* restrict out, int64_t n) {
     for (int pass = 0; pass < 160; ++pass) {
         for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.0f ? x[i] : 0.0f) * 2.0f + x[i] * x[i] - 1.0f;
     }
-    lag_ns += (raw_ns() - t0) * 19 / 20;
+    int64_t lag = (raw_ns() - t0) * 19 / 20;
+    lag_ns += lag < 100000 ? lag : 100000;  /* at most 0.1 ms a call: below the clock check's floor on any host */
 }
 """
 lib = load_c("jump_lagging_clock_short", SOURCE, functions=["install", "poly"],
