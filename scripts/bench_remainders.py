@@ -12,10 +12,15 @@ the share `CALL_GAP_SHARE` must stay above every honest kernel's and below every
     .venv/bin/python scripts/bench_remainders.py --runs 5 tests/honest/relu_openmp_c.py
     .venv/bin/python scripts/bench_remainders.py --seeds relu,softmax  # built-in seeds (their `NAME.cpp.py`)
     .venv/bin/python scripts/bench_remainders.py --batch-clock         # also every claim by the driver's batches
+    .venv/bin/python scripts/bench_remainders.py --without-code-pages tests/cheats/native_clock_jump_lag_short_calls.py
 
 `--batch-clock` sends every claim through the driver's batch clock (`clock_confirmation.confirm_speedup`, as if
 above the suspicious threshold) and prints what it confirmed: the claim over it must stay below
 `SHORT_CALL_CLAIM_OVER_CONFIRMED` for honest kernels whose calls the per-call check cannot bound.
+
+`--without-code-pages` switches off the driver's read of the candidate's code pages (`verify/code_pages.py`), which
+refuses every jump patched over a library's code: what the clock checks alone hold against such a cheat (a red-team
+measurement; the evaluator itself has no such switch).
 
 A case is a candidate file with the test suite's header (`# task: NAME`, a task in tests/tasks; `# config: ...`).
 """
@@ -108,7 +113,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="evaluations per case (default 3)")
     ap.add_argument("--batch-clock", action="store_true", help="confirm every claim by the driver's batch clock "
                                                                    "and print what it confirmed")
+    ap.add_argument("--without-code-pages", action="store_true",
+                    help="switch the driver's code-page read off (what the clock checks alone hold; see above)")
     args = ap.parse_args()
+    if args.without_code_pages:
+        evaluate_module.refuse_written_code = lambda pid: False  # the name the driver calls
     record_gaps()
     if args.batch_clock:
         record_confirmations()
