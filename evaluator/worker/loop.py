@@ -303,10 +303,10 @@ class Worker:
         checked calls do, so that it cannot tell the two apart: on a CPU (every worker runs Triton's interpreter
         there) PyTorch's profiler records each ATen operator of the call inside the timed marks.
 
-        The reference's calls do not: the record costs about 9-12 us an operator on these machines, so a watched
-        reference was slower in proportion to its operators (a transformer block's 98: 1.2 ms, 32% of its call;
-        layernorm's 7: 15%) and every speedup over a many-operator reference was inflated by it, from 2026-11-24 to
-        2026-11-29. The reference enters and leaves an empty watch right before its call instead, outside its marks,
+        The reference's calls do not: the record costs about 4-11 us an operator on these machines, so a watched
+        reference was slower in proportion to its operators (gelu_bn_pool's 27: 7-9% of its call; a transformer
+        block's 98: 2.7%; `scripts/bench_watch_cost.py`) and every speedup over a many-operator reference was
+        inflated by it, from 2026-11-24 to 2026-11-29. The reference enters and leaves an empty watch right before its call instead, outside its marks,
         so that the windows the driver's clock sees around the two sides' calls hold the same fixed costs (the
         profiler's start and stop). A candidate pays the record of its own operators (a native call's two or three:
         some tens of microseconds), which errs against it, never for it."""
