@@ -108,7 +108,7 @@ def _evaluation(op: OperatorPlan, k: KernelPlan) -> dict[str, Any]:
         "correctness": {"trials": [dict(t) for t in r.trials], "tolerance": op.tolerance,
                         "max_abs_error": r.max_abs_error, "max_rel_error": r.max_rel_error},
         "timing": {"speedup": r.speedup, "speedup_vs_compile": r.speedup_vs_compile, "suspicious": r.suspicious,
-                   "remeasured_speedups": list(pick.confirmed),
+                   "remeasured_speedups": list(pick.confirmed.speedups) if pick.confirmed else [],
                    "candidate_ms": timing_json(r.candidate_ms), "reference_ms": timing_json(r.reference_ms),
                    "compiled_reference_ms": timing_json(r.compiled_reference_ms),
                    "protocol": {"method": METHOD, **{key: eval_cfg[key] for key in PROTOCOL_KEYS if key in eval_cfg}}},

@@ -1,24 +1,25 @@
 """Which kernels an export takes: per task and device, the fastest correct candidate of the given runs.
 
 "Fastest" in the order the run reports its candidates (`opforge show`, `run_summary.confirmed_first`): those it
-re-measured before reporting its best come first, ranked, and held to --min-speedup, by the median of their
-re-measurements on that device, not by the search's figure, which was picked for being high (a kernel the search
-read at 1.01x and three re-measurements at 0.80-0.88x is a 0.84x kernel); then the rest by the search's figure. A candidate is refused, with the reason, when any of its verdicts in the store (on any device),
-or any of its re-measurements, is not `ok`: a kernel that failed somewhere is not shipped anywhere. A run without any correct candidate stops the export; a run whose
-kernels are all refused or below --min-speedup is left out with a note, and when that leaves nothing the export stops
-with the reason.
+re-measured before reporting its best come first, ranked and held to --min-speedup by their confirmed figure on that
+device (`store.confirmations.confirmed_speedups`: the re-measurements' median), not by the search's figure, which was
+picked for being high (a kernel the search read at 1.01x and three re-measurements at 0.80-0.88x is a 0.84x kernel);
+then the rest by the search's figure. A candidate is refused, with the reason, when any of its verdicts in the store
+(on any device), or any of its re-measurements, is not `ok`: a kernel that failed somewhere is not shipped anywhere.
+A run without any correct candidate stops the export; a run whose kernels are all refused or below --min-speedup is
+left out with a note, and when that leaves nothing the export stops with the reason.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
 from evaluator.result import Status
 from opforge.display import format_speedup
-from store import (CandidateRecord, ConfirmationRecord, EvaluationRecord, RunRecord, ScoredCandidate, Store,
+from store import (CandidateRecord, ConfirmedSpeedup, EvaluationRecord, RunRecord, ScoredCandidate, Store,
                    StoreError, TaskRecord)
+from store.confirmations import confirmed_speedups
 
 
 class ExportError(Exception):
@@ -35,7 +36,7 @@ class Pick:
     evaluation: EvaluationRecord
     verdicts: tuple[tuple[str, str], ...]  # (device name, status) of every verdict the store holds for it
     history: tuple[ScoredCandidate, ...]   # the run's candidates (for the lineage)
-    confirmed: tuple[float, ...] = ()      # its re-measurements' speedups on this device, oldest first
+    confirmed: ConfirmedSpeedup | None = None  # its re-measurements on this device, where the run took any
 
     @property
     def device(self) -> str:
@@ -48,8 +49,9 @@ class Pick:
         return _figure(self.evaluation, self.confirmed)
 
 
-def _figure(ev: EvaluationRecord, confirmed: tuple[float, ...]) -> float:
-    return statistics.median(confirmed) if confirmed else (ev.result.speedup or 0.0)
+def _figure(ev: EvaluationRecord, confirmed: ConfirmedSpeedup | None) -> float:
+    figure = confirmed.speedup if confirmed is not None else None
+    return figure if figure is not None else (ev.result.speedup or 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,17 +116,15 @@ def _eligible(store: Store, task: TaskRecord, run: RunRecord, devices: set[str],
         for sc in store.history(run.id, device):
             if sc.evaluation is not None:
                 verdicts[sc.candidate.id].append((device, sc.evaluation))
-    remeasured: dict[tuple[int, str], list[ConfirmationRecord]] = defaultdict(list)
-    for rec in store.confirmations(run.id):
-        remeasured[(rec.candidate_id, rec.device_name)].append(rec)
-    correct = [(sc.candidate, ev, tuple(r.speedup for r in remeasured[(sc.candidate.id, ev.result.device.name)]
-                                        if r.status == Status.OK and r.speedup))
+    remeasured = store.confirmations(run.id)
+    by_device = {d: confirmed_speedups(r for r in remeasured if r.device_name == d) for d in devices}
+    correct = [(sc.candidate, ev, by_device.get(ev.result.device.name, {}).get(sc.candidate.id))
                for sc in history for _, ev in verdicts[sc.candidate.id]
                if ev.result.status == Status.OK and ev.result.speedup is not None]
     if not correct:
         raise ExportError(f"Run {run.id} ({task.name}) has no correct candidate to export (its verdicts: "
                           f"{_status_counts(history)}); run it further or leave it out.")
-    correct.sort(key=lambda c: (not c[2], -_figure(c[1], c[2])))  # as the run reports them (confirmed_first)
+    correct.sort(key=lambda c: (c[2] is None, -_figure(c[1], c[2])))  # as the run reports them (confirmed_first)
     chosen: dict[str, Pick] = {}
     below = refused = 0
     for cand, ev, confirmed in correct:
@@ -138,10 +138,9 @@ def _eligible(store: Store, task: TaskRecord, run: RunRecord, devices: set[str],
                          f"{e.result.status.value} ({e.result.reason})")
             refused += 1
             continue
-        failed = [r for r in remeasured[(cand.id, device)] if r.status != Status.OK]
-        if failed:
+        if confirmed is not None and confirmed.failures:
             notes.append(f"run {run.id} ({task.name}): refused candidate #{cand.id}: a re-measurement of it on "
-                         f"{device} was {failed[0].status.value} ({failed[0].reason})")
+                         f"{device} was {confirmed.failures[0]}")
             refused += 1
             continue
         if min_speedup is not None and _figure(ev, confirmed) < min_speedup:
