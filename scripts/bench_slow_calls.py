@@ -3,11 +3,11 @@
 Issue 36's "two speeds": a two-thread OpenMP kernel's calls fall in a fast group and a group near one thread's
 speed. This times a built-in task's native seed and its eager reference in one plain process (no opforge code in
 the timed loop), the sides alternated call by call, inputs evicted before each call (a write of a buffer four times
-the last-level cache, at most 64 MiB), OpenMP waiting passively with one thread per CPU (as opforge's workers do). Around each call it
-reads every thread's scheduler account, `/proc/self/task/*/schedstat` (nanoseconds on the CPU, nanoseconds runnable
-but waiting for a CPU), and the machine's steal time from `/proc/stat`. A call is slow when it takes more than 1.25
-times its side's median. For slow and fast calls it prints the helper threads' (every thread but the one that
-called) time on a CPU and time waiting for one:
+the last-level cache, at most 64 MiB), OpenMP waiting passively with one thread per CPU (as opforge's workers do).
+Around each call it reads every thread's scheduler account, `/proc/self/task/*/schedstat` (nanoseconds on the CPU,
+nanoseconds runnable but waiting for a CPU), and the machine's steal time from `/proc/stat`. A call is slow when it
+takes more than 1.25 times its side's median. For slow and fast calls it prints the helper threads' (every thread
+but the one that called) time on a CPU and time waiting for one:
 
 - helpers that waited for a CPU during slow calls: something else held the CPU they were woken for (another process,
   another evaluation);
@@ -104,19 +104,7 @@ with torch.no_grad():
             sides[key](*args)
             t1 = time.perf_counter()
             after, steal1 = threads(), steal_ticks()
-            helpers_run = helpers_wait = 0
-            helpers_max_wait = 0
-            for tid, (run, wait) in after.items():
-                run0, wait0 = before.get(tid, (0, 0))
-                if tid == me:
-                    main_run, main_wait = run - run0, wait - wait0
-                    continue
-                helpers_run += run - run0
-                helpers_wait += wait - wait0
-                helpers_max_wait = max(helpers_max_wait, wait - wait0)
-            rows.append({"side": key, "group": 0, "ms": (t1 - t0) * 1e3, "main_run_ms": main_run / 1e6,
-                         "main_wait_ms": main_wait / 1e6, "helpers_run_ms": helpers_run / 1e6,
-                         "helpers_wait_ms": helpers_wait / 1e6, "helpers_max_wait_ms": helpers_max_wait / 1e6,
+            rows.append({"side": key, "ms": (t1 - t0) * 1e3, "main": me, "before": before, "after": after,
                          "steal_ticks": steal1 - steal0})
 print(json.dumps(rows))
 """
@@ -286,15 +274,18 @@ def main() -> int:
                                   capture_output=True, text=True, env=env, timeout=1200)
             if proc.returncode != 0:
                 raise SystemExit(f"{args.task}: the timed process failed: {proc.stderr.strip()[-600:]}")
-            rows = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows = [{"side": r["side"], "group": 0, "ms": r["ms"], "steal_ticks": r["steal_ticks"],
+                     **account({int(t): tuple(v) for t, v in r["after"].items()},
+                               {int(t): tuple(v) for t, v in r["before"].items()}, r["main"])}
+                    for r in json.loads(proc.stdout.strip().splitlines()[-1])]
     finally:
         if disturber is not None:
             disturber.kill()
             disturber.wait()
     if args.json:
         args.json.write_text(json.dumps(rows))
-    print("| side | calls | n | median ms | calling thread on CPU ms | helpers on CPU ms | helpers waiting for a CPU ms "
-          "| steal ticks (all calls) |")
+    print("| side | calls | n | median ms | calling thread on CPU ms | helpers on CPU ms "
+          "| helpers waiting for a CPU ms | steal ticks (all calls) |")
     print("|---|---|---|---|---|---|---|---|")
     for line in summary(rows):
         print(line)

@@ -35,7 +35,8 @@ from evaluator.result import Timing
 from evaluator.worker.timing import median_standard_error_ms
 from evaluator.measure.trusted_inputs import TrustedInputs
 from evaluator.wire.replies import Armed, Rep, Timed
-from evaluator.measure.clock_checks import CandidateClock, IdleCandidate, QuietWindow, _cross_check, _refuse_work_left_running
+from evaluator.measure.clock_checks import (CandidateClock, IdleCandidate, QuietWindow, _cross_check,
+                                           _refuse_work_left_running)
 
 STATS_EVERY = 8        # calls between two evaluations of the stopping rule inside a block
 DEEP_CHECK_BLOCKS = 2 * MIN_BLOCKS  # one of the candidate's first blocks, drawn in advance, ends with a deep check

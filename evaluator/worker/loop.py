@@ -306,10 +306,10 @@ class Worker:
         The reference's calls do not: the record costs about 4-11 us an operator on these machines, so a watched
         reference was slower in proportion to its operators (gelu_bn_pool's 27: 7-9% of its call; a transformer
         block's 98: 2.7%; `scripts/bench_watch_cost.py`) and every speedup over a many-operator reference was
-        inflated by it, from 2026-11-24 to 2026-11-29. The reference enters and leaves an empty watch right before its call instead, outside its marks,
-        so that the windows the driver's clock sees around the two sides' calls hold the same fixed costs (the
-        profiler's start and stop). A candidate pays the record of its own operators (a native call's two or three:
-        some tens of microseconds), which errs against it, never for it."""
+        inflated by it, from 2026-11-24 to 2026-11-29. The reference enters and leaves an empty watch right before
+        its call instead, outside its marks, so that the windows the driver's clock sees around the two sides' calls
+        hold the same fixed costs (the profiler's start and stop). A candidate pays the record of its own operators
+        (a native call's two or three: some tens of microseconds), which errs against it, never for it."""
         if not self.require_kernels:
             return _then(closing)
         if self.role == "reference":
