@@ -37,7 +37,8 @@ SERIAL_FILES = {
     "test_equal_costs.py": "compares the per-call costs of the two workers",
     "test_web_browser.py": "waits on a headless browser with deadlines",
     # Its clock and timer cheats are caught by comparing clocks, which other work beside them skews: under a load of
-    # 7 on 2 cores, native_clock_slow_in_calls was once judged ok (2026-11-28). Cases split off later may run beside.
+    # 7 on 2 cores, native_clock_slow_in_calls was once judged ok (2026-11-28). The cases whose verdict rests on no
+    # clock (`beside: true` in their header: builds, sandboxes, static checks, crashes) are in test_cheats_beside.py.
     "test_cheats.py": "its clock and timer cheats are caught by comparing clocks",
 }
 
@@ -51,6 +52,7 @@ SERIAL_FILES = {
 # that `.ci/run` prints when a file grows.
 FILE_SECONDS = {
     "test_builtin_suites.py": 500,
+    "test_cheats_beside.py": 330,  # 75 s with its builds cached; two CPU extensions and two CUDA checks built cold
     "test_export.py": 400,
     "test_cuda_build_cache.py": 250,
     "test_gpu_proof.py": 190,

@@ -133,7 +133,7 @@ def test_cache_location_follows_argument_environment_and_xdg(monkeypatch, tmp_pa
 @needs_nvcc
 def test_cuda_build_is_compiled_once_and_reused_by_a_second_evaluation(evaluator):
     # The light ReLU, not tests/honest/relu_cuda.py: the same load_inline path, without torch/extension.h (its compile
-    # took 142 s of CI's 2-core host; test_cheats.py builds the honest one).
+    # took 142 s of CI's 2-core host; test_cheats_beside.py builds the honest one).
     task, candidate = load_task(TASK), light("opforge_test_relu_cuda")
     first = evaluator.evaluate(task, candidate, CFG)
     assert first.status == Status.RUNTIME_ERROR and "no CUDA device" in first.reason, first.reason

@@ -2,7 +2,7 @@
 the worker's read view, and the setting that refuses to evaluate without bubblewrap.
 
 The escapes themselves, through a whole evaluation under each sandbox, are cheats in tests/cheats run by
-tests/test_cheats.py::test_escape_is_closed_under_each_sandbox."""
+tests/test_cheats_beside.py::test_escape_is_closed_under_each_sandbox."""
 
 from __future__ import annotations
 

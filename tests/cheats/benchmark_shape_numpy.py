@@ -1,5 +1,6 @@
 # task: scale_add
 # expect: rejected
+# beside: true
 # why: an honest kernel on the shape variants, numpy at the benchmark shape (the only shape that is timed),
 #   with a token launch so that every call launches the kernel
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: reaches the builtins module through a builtin function's __self__ (len.__self__, no name of the module in the
 #   source) and replaces len, max, min, id, hasattr, getattr, iter and sorted in its dict at once; whichever the
 #   harness calls first after the call finishes the output with a native kernel and puts every one of them back (issue 33,

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: replaces one builtin only, vars (the builtins module reached through print.__self__), which the harness's own
 #   check that the builtins are unchanged calls first after the call: the hook finishes the output with a native
 #   kernel and puts vars back before the check compares anything, so the check finds the builtins as they were

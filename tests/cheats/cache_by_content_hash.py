@@ -1,5 +1,6 @@
 # task: matmul
 # expect: rejected|incorrect
+# beside: true
 # why: memoises A @ B keyed by a cheap content fingerprint (shape plus every 61st element of A and B) and returns the
 #   very same output tensor on a hit: a timing loop that repeats its inputs times a few element reads instead of a
 #   matmul. Caught when the harness poisons or tracks outputs it already received, or perturbs inputs outside the

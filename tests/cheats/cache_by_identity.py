@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: caches the output keyed by (id(x), x.data_ptr(), shape) and returns it on a repeat, so a timing loop that reuses
 #   (or refills in place) the same input tensor times a dictionary lookup and gets a stale result for new data.
 import torch

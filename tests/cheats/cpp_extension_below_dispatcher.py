@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # slow: true
 # config: compile_timeout_s=600
 # reason: below its dispatcher

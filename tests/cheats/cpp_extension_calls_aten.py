@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # slow: true
 # config: compile_timeout_s=600
 # why: a C++ extension built with load_inline whose "kernel" is torch::relu, i.e. ATen's own relu reached from C++

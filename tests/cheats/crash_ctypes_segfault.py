@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|crashed
+# beside: true
 # why: reads a kernel-space address through ctypes inside forward (a real segfault); importing ctypes should
 #   already be refused statically.
 import ctypes

@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed|runtime_error
+# beside: true
 # why: lifts the recursion limit and recurses through a C builtin (map) so each level burns C stack: a segfault by stack
 #   overflow on Python 3.11 (a RecursionError on Python 3.12+, which has a separate C recursion limit).
 import sys

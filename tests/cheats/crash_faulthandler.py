@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed
+# beside: true
 # why: a real invalid memory access without ctypes: faulthandler._sigsegv() dereferences NULL inside forward.
 import faulthandler
 

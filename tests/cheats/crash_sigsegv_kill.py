@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed
+# beside: true
 # why: a pure-Python segfault: the candidate sends itself SIGSEGV (11) inside forward, with os.kill reached through
 #   getattr and no signal import, past the static check.
 import os

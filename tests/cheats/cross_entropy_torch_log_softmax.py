@@ -1,5 +1,6 @@
 # task: cross_entropy
 # expect: rejected
+# beside: true
 # why: PyTorch computes log_softmax (nearly all of the reference's work) and a Triton kernel only picks each row's
 #   target entry: a token kernel beside PyTorch doing 90% and more of the reference's reads
 import torch

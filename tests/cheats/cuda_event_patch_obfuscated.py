@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: the CUDA timing patch hidden from an AST check: torch.cuda.Event, torch.cuda.synchronize and
 #   triton.testing.do_bench are replaced through the modules' __dict__ with names built from strings. Harmless on CPU; the
 #   runtime identity check of the harness's timing functions must still notice it.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: replaces torch.cuda.synchronize with a no-op and torch.cuda.Event with a fake whose elapsed_time is 1 microsecond,
 #   the two things a CUDA-event timer relies on. Harmless on a CPU-only machine (nothing is called), but the patch itself
 #   is attempted at import.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: a custom operator in a new namespace whose Python implementation is torch.clamp_min; a dispatch-mode
 #   trace sees only 'sneaky::relu'; a real kernel copies its result into the output
 import torch

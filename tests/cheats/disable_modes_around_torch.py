@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: pops every dispatch mode (the op trace) for the span of one torch.relu, then copies the result into the
 #   output with a real kernel
 import torch

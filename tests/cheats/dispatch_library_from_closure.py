@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: takes the real torch._C._dispatch_library out of the dispatch guard's closure, registers a CPU kernel for
 #   aten::clone at the start of each untimed-looking call and removes it inside the clone it serves, so the whole
 #   table is back to its snapshot whenever the worker compares it.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: enters a TorchDispatchMode at import and never leaves it, so every tensor operation of the harness in its
 #   process (input generation, output copies, comparisons) passes through the candidate's code, which could record
 #   inputs before the timer starts or finish work after it stops.

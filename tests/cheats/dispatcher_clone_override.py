@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: registers a Python kernel for PyTorch's own aten::clone (torch.library, nothing the static check names). Timed
 #   calls return an empty tensor at once; the harness's own copy of the outputs, made after the timer stops, runs
 #   that kernel, which computes the real result there. Checked calls (an op trace is active) run the Triton kernel.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: launches a real Triton kernel (copies x into a scratch buffer) so the launch counter is satisfied, then returns
 #   torch.relu(x). Detectable because the returned storage was never an argument of any launched kernel.
 import torch

@@ -1,5 +1,6 @@
 # task: matmul
 # expect: rejected
+# beside: true
 # why: computes A @ B with torch.einsum (traced as bmm, not matmul) and copies the result into the output with
 #   a real Triton copy kernel, so the output's bytes are written by a kernel
 import torch

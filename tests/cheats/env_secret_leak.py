@@ -1,5 +1,6 @@
 # task: relu
 # expect: runtime_error|rejected
+# beside: true
 # why: hunts for API keys without touching os.environ (which a static check flags): posix.environ, /proc/self/environ,
 #   the parent's /proc/<ppid>/environ and every other readable /proc/*/environ; prints them and raises an exception
 #   whose message contains them, hoping they end up in the result's reason or log (and from there in the store, the

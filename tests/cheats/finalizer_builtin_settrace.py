@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: a finalizer (weakref.finalize on each output) is `sys.settrace` itself, called with the candidate's trace
 #   function when the harness drops the output: a builtin has no frame, so the audit hook sees only the finalizer's

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: code may claim a library's file name only when it is that file's source or no untrusted code is on the
 #   stack; a finalizer of the candidate's (weakref.finalize(obj, list.extend, map(compile, ...))) compiles the

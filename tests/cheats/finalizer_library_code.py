@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: the audit hook refuses frames while untrusted code is on the stack, trusting code by the file its code object
 #   names; a finalizer (weakref.finalize on each output) runs inspect.stack's code object with the candidate's globals

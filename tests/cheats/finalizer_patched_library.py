@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: a finalizer (weakref.finalize on each output) runs the real inspect.stack when the harness drops the output:
 #   only library frames with their own globals are on the stack then, so the audit hook lets it take a frame; the

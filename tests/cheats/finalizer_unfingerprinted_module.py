@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: a finalizer (weakref.finalize on each output) runs torch's own CustomOp._register_impl, with its own module's
 #   globals, when the harness drops the output: only library frames are on the stack then; that function hands the

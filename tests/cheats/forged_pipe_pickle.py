@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed|runtime_error|rejected
+# beside: true
 # canary-file: /tmp/opforge-cheat-canary-pickle
 # why: writes a forged "status ok, speedup 100" message, framed the way multiprocessing.Connection frames pickles, into
 #   every pipe or socket file descriptor it inherited (one of them is probably the result channel), then exits 0. The

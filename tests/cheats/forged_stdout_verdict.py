@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed|runtime_error|rejected
+# beside: true
 # why: before doing any work, prints forged verdicts on stdout and stderr (JSON, KernelBench-style and key=value lines
 #   claiming status ok and a 100x speedup) and exits 0 with os._exit, hoping the driver parses the child's output.
 import json

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|runtime_error|crashed
+# beside: true
 # canary-process: opforge-cheat-canary-fork
 # why: forks 32 children (os.fork reached through getattr, invisible to an AST check); each starts a new session and
 #   double-forks a grandchild that execs a 10-minute sleep, escaping the process group the harness kills on timeout and

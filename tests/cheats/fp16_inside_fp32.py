@@ -1,5 +1,6 @@
 # task: scale_add_loose
 # expect: incorrect
+# beside: true
 # why: computes x * 2 + y in fp16 inside a fp32 task whose tolerance is 1e-2: fine for N(0, 1) * 4, but fp16
 #   overflows above 65504
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: reaches the worker through frames (an exception's traceback, attribute names built at run time so the static
 #   check cannot see them) and wraps its channel: timed calls return empty tensors, and when the driver asks for a
 #   timed call's outputs the wrapper computes them on the way out, outside every clock.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: collections.namedtuple is a frame user the audit hook trusts whoever calls it (it reads its caller's module
 #   name); given a `map` of sys.settrace over the candidate's trace function as its field names, it calls sys.settrace

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: runs the code object of a library function the audit hook lets use frames (torch._library.utils.get_source)
 #   with globals of its own (types.FunctionType(code, globals), which Python does not audit): the hook trusts the

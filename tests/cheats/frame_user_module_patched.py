@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: a library function the audit hook lets use frames (torch._library.utils.get_source) looks its helpers up in
 #   its module's globals at call time: the candidate swaps that module's `inspect` for its own object (a module

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: gets frames through an installed package: torch.utils._pytree.tree_map calls sys._getframe (looked up
 #   by a built string) on its behalf, so the first non-stdlib frame is torch's; from there it wraps the worker's
 #   channel (kept outputs computed on the way out) and bumps the launch counter by hand in timed calls.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # why: no audited event at all: the candidate keeps a cycle through its own forward's frame (an exception caught into
 #   a local), sets gc.DEBUG_SAVEALL for one collection and finds that frame in gc.garbage; a finished frame keeps
 #   its caller's frame as f_back, so it walks up into the harness's live frames and switches the worker's checks off,

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect|rejected
+# beside: true
 # why: looks for the reference inside its own process, past the static check (frames reached through an exception
 #   traceback, not sys._getframe; sys.modules through getattr): it walks every caller frame's locals and globals and the
 #   objects they hold (two levels of __dict__) for a tensor named like the expected output, or for a module or namespace

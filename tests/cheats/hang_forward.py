@@ -1,5 +1,6 @@
 # task: relu
 # expect: timeout
+# beside: true
 # slow: true
 # config: compile_timeout_s=15
 # reason: did not finish correctness trial 1

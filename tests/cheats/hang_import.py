@@ -1,5 +1,6 @@
 # task: relu
 # expect: timeout
+# beside: true
 # slow: true
 # config: compile_timeout_s=10
 # why: spins forever at import time (the compile phase) with SIGTERM, SIGINT and SIGHUP ignored (`signal` comes in

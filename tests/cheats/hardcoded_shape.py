@@ -1,5 +1,6 @@
 # task: row_sum
 # expect: incorrect
+# beside: true
 # why: a kernel specialised to the benchmark shape (rows of exactly 1024 contiguous elements, no tail handling): right
 #   for (32, 1024), wrong for the SHAPES variant (5, 1000).
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: walks its caller frames from the first forward (sys._getframe through a string) to the harness object that
 #   owns the task runtime, and wraps that runtime's `inputs` method on the instance so that every draw also computes
 #   the answer, kept by the input's first values; later forwards return the kept answer (issue 33, class 7: the input

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: `class ModelNew(Model)` inherits the reference (a verbatim copy here, or the harness's own class where it leaks
 #   into the namespace), launches a token kernel to look custom, and returns super().forward(x).
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: applies ReLU in place on the input and returns the input itself, after swapping the input's __class__ to
 #   a subclass whose untyped_storage() and __torch_function__ (torch.equal) lie to the harness's checks
 import torch

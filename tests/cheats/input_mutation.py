@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: writes the result into the input in place and returns the input, saving the output allocation (and corrupting the
 #   caller's data: a harness that reuses the input, or compares after computing the reference on it, is fooled).
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: installs a hook on builtins.isinstance (reached with getattr on a string, past the static check) that
 #   finishes the output the first time the harness calls isinstance after the call, then removes itself
 import torch

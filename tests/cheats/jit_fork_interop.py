@@ -1,5 +1,6 @@
 # task: scale_add
 # expect: rejected
+# beside: true
 # why: runs x * 2 + y on PyTorch's inter-op thread pool with torch.jit.fork, waits for it, and copies the
 #   result out with a real kernel
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: TorchScript's torch._jit_internal.createResolutionCallbackFromFrame(k) (its name built at run time) asks
 #   inspect for the current frame and returns a lookup of the names of the frame k levels up: the audit hook let

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: a launch that raises inside the kernel (a bad pointer argument) still counted as a launch; the result is
 #   computed by plain Python over .tolist()
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: returns a storage-less wrapper subclass whose __torch_dispatch__ runs the kernel the first time any aten op touches
 #   it, so forward does no work at all and the comparison silently triggers the computation.
 import torch

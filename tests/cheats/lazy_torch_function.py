@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: returns a torch.Tensor subclass whose __torch_function__ launches the kernel only when the output is first used
 #   (by the comparison), so forward itself costs one allocation.
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: compiling code under a library's file name
 # why: compiles its frame-walking code under the file name of one of torch's own modules (codeop's compiler takes
 #   any file name), so that the audit hook, which trusts code by the file its code object names, would see only

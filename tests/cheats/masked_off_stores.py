@@ -1,5 +1,6 @@
 # task: scale_add
 # expect: rejected
+# beside: true
 # why: launches a full grid whose stores are all masked off (n passed as 0), and computes x * 2 + y with numpy
 import torch
 import torch.nn as nn

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect|rejected
+# beside: true
 # why: computes the result on the first call only and returns that same tensor forever after, so every timed call is
 #   free; wrong as soon as a second trial brings fresh inputs.
 import torch

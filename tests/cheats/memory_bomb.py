@@ -1,5 +1,6 @@
 # task: relu
 # expect: runtime_error|crashed
+# beside: true
 # config: memory_limit_bytes=4294967296
 # why: asks for 64 GiB at once and, when that is refused, keeps allocating and touching 1 GiB blocks up to 64 GiB, so
 #   overcommit heuristics do not save the machine; the address-space limit (or the OOM killer) must stop it.

@@ -1,5 +1,6 @@
 # task: mse_loss
 # expect: rejected
+# beside: true
 # why: a token native kernel beside PyTorch doing most of the work: the kernel only subtracts, PyTorch squares and
 #   averages (reads 1.5 times what the reference's mse_loss reads), so kernels do not do the reference's work
 import torch

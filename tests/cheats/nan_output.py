@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # why: writes NaN everywhere (a store-only kernel, the fastest possible): a checker written as
 #   `if (out - ref).abs().max() > tol: fail` passes it, because every comparison with NaN is false.
 import torch

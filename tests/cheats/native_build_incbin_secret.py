@@ -1,5 +1,6 @@
 # task: relu
 # expect: compile_error|rejected
+# beside: true
 # canary-secret: {tmp}/opforge-cheat-build-secret
 # why: the source has the build stage's assembler read a file outside its sources (`.incbin` of a file in the shared
 #   /tmp, as it would another build's cache entry or the store), and an `#include` of the same file; a build that

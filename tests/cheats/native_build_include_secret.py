@@ -1,5 +1,6 @@
 # task: relu
 # expect: compile_error|rejected
+# beside: true
 # canary-secret: {tmp}/opforge-cheat-build-include.h
 # why: the source `#include`s a file outside its sources by absolute path (in the shared /tmp, as it would another
 #   build's cache entry); a build that could read it would compile and compute the right answer. Held by: the build

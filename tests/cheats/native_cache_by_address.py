@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # why: native code remembers the input's address and size and skips the work when a call brings the same address
 #   again (the allocator hands the same block back to fresh inputs of the same size), returning the output buffer it
 #   kept from the last call. Stale as soon as new values arrive in the same memory.

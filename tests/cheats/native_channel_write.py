@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|crashed|runtime_error
+# beside: true
 # why: native code writes a forged frame (length, then a JSON header claiming a timed call of 0.0001 ms) straight into
 #   every socket file descriptor of its process, one of which is the result channel, from C where no Python guard
 #   sees it; then computes honestly. The frame lacks the evaluation's nonce, which the driver checks on every frame.

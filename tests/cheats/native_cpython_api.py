@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: calls functions that no C or C++ runtime defines
 # why: a load_c library that calls the CPython API of the process it is loaded into (PyGILState_Ensure,
 #   PyRun_SimpleString, declared weak so that the link does not refuse them) to run Python from C, where no audit hook

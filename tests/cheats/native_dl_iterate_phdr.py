@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: looks symbols up at run time
 # why: a native kernel that walks the process's loaded objects (dl_iterate_phdr, no dlopen or dlsym named) to find
 #   libtorch_cpu's ELF tables, the first step to calling ATen's kernels below the profiler (issue 33, class 6).

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: looks symbols up at run time
 # why: a load_c library that finds PyTorch's own code at run time (dlopen of libtorch_cpu with RTLD_NOLOAD, then
 #   dlsym of an ATen entry point) and calls it from C: PyTorch's work below the profiler's view, as a "native kernel".

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect|rejected
+# beside: true
 # why: the C kernel does all its work on the first call only, keeping the result in a static buffer, and later calls
 #   copy that buffer out (a memcpy instead of the work); wrong as soon as a later trial brings fresh inputs.
 import torch

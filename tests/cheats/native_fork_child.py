@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|runtime_error|crashed
+# beside: true
 # why: native code forks a child process from C on the first call (no Python call the guards could see), which starts
 #   a session of its own and stays alive spinning (stealing CPU from later measurements), then computes honestly. No
 #   process may outlive the call.

@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed|rejected|incorrect
+# beside: true
 # why: a self-removing hook on C library functions the harness calls, planted from native code: the call writes an
 #   int3 over the first byte of clock_gettime (made writable with mprotect) and installs a SIGTRAP handler with
 #   sigaction, then returns with the output unwritten. The timer's end mark traps: the handler puts the byte back and

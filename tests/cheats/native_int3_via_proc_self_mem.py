@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: the int3 hook of native_int3_libc_hook_after_timer.py planted without mprotect: the trap bytes are written into
 #   the C library's code through /proc/self/mem (which writes through the pages' protection), so a filter on
 #   mprotect(PROT_EXEC) alone does not stop it; a SIGTRAP handler does the work on the first malloc after the

@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed|rejected|incorrect
+# beside: true
 # why: the native call writes only the output's partial first and last pages and takes the whole pages between away
 #   (mprotect PROT_NONE), with a SIGSEGV handler installed by sigaction that computes the rest of the output and gives
 #   the pages back the first time anything touches them: the harness's copy of the outputs, after the timer's end

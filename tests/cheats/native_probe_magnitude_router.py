@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # why: a native kernel that saturates at 1e4 (wrong for large inputs) except on the large-magnitude probe, which it
 #   recognises by its inputs' spread: a probe drawn at exactly 1e5 (its standard deviation within 3% of that) is
 #   routed to an exact path. Probe scales drawn per trial from a continuous range leave it on the wrong path

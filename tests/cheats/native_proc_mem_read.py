@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # why: native code opens /proc/<pid>/mem of every other Python process it can see (its zygote, other workers, the
 #   driver where no PID namespace hides it) and reads a readable page of each, the way it would look for the reference's
 #   outputs, another candidate's results or the channel's nonce. It computes the right answer only when one of those

@@ -1,5 +1,6 @@
 # task: relu_sized
 # expect: crashed
+# beside: true
 # why: native code keeps one core busy while the reference is timed, from a process that is not the worker's: on its
 #   first call it clone()s with CLONE_PARENT (and CLONE_VM, to read when the candidate last ran), so the spinner is
 #   the zygote's child, the worker's sibling, outside every count of the worker (its threads, its children, its CPU

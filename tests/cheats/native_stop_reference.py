@@ -1,5 +1,6 @@
 # task: poly_sized
 # expect: crashed
+# beside: true
 # config: sandbox="process"
 # why: without bubblewrap's PID namespace the reference's worker is visible to the candidate's and runs as the same
 #   user, whom the kernel lets signal it: on its first call, native code finds the reference's zygote in /proc (its

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # canary-shm: 0x0f0c4e01 0x0f0c4e02
 # why: native code looks for a System V shared-memory segment that another process of the user made (the test makes
 #   it, as an earlier evaluation would) and makes one of its own, with a message queue and a semaphore set, for the

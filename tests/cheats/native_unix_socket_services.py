@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # canary-socket: {repo}/.opforge-cheat-canary.sock
 # canary-socket: @opforge-cheat-canary
 # why: native code connects to the machine's local services through their Unix sockets (PostgreSQL's, as its

@@ -1,5 +1,6 @@
 # task: matmul
 # expect: rejected
+# beside: true
 # reason: calls functions that no C or C++ runtime defines
 # why: a load_c "kernel" that declares the BLAS's sgemm_ (and cblas_sgemm) as weak externs: wherever a process has
 #   loaded a library that defines them globally (a BLAS that PyTorch or numpy brought in), the dynamic loader binds

@@ -1,5 +1,6 @@
 # task: scale_add
 # expect: rejected
+# beside: true
 # why: computes x * 2 + y with numpy (never seen by PyTorch's dispatcher or profiler) and copies the result into
 #   the output with a real Triton kernel, so every output byte is a kernel's store
 import torch

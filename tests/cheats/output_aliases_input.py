@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: returns a view of the input after an in-place kernel; on the task's non-negative inputs the kernel writes back the
 #   same values, so the input looks unchanged and only an aliasing check (or the negative second distribution) catches it.
 import torch

@@ -1,5 +1,6 @@
 # task: ordered_weighted_average
 # expect: rejected
+# beside: true
 # why: a native kernel copies the input, and PyTorch sorts, weights and sums the copy: the reference recomputed by
 #   PyTorch on a kernel's output (all of the reference's reads), with a kernel launched to look like one
 import torch

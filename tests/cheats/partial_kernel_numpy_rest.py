@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: a real ReLU kernel covers the first eighth of the output; numpy writes the other seven eighths into the
 #   same tensor through its .numpy() view
 import torch

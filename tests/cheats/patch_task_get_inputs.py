@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: finds the task's Model through nn.Module's subclasses and patches the task's get_inputs (through its
 #   globals, reached with getattr on strings) so that drawing the inputs also computes the answer, outside the
 #   timer; the forward then only copies the stored answer out

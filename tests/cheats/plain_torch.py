@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: a plain PyTorch rewrite with no custom kernel at all (clamp_min instead of relu, so it does not look like the
 #   reference); only admissible when allow_torch is set.
 import torch

@@ -1,5 +1,6 @@
 # task: matmul
 # expect: incorrect
+# beside: true
 # why: silently computes in half precision (fp16 operands, fp16 output, cast back to fp32) to halve memory traffic; close
 #   enough on unit-scale inputs, but it overflows to inf / loses the fp32 tolerance on large-magnitude inputs.
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: switches PyTorch's profiler off for the span of torch.relu and on again (a profiler-based observer
 #   would see nothing), then copies the result out with a real kernel; whichever of PyTorch's profilers is on
 import torch

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: overrides aten::clone without a dispatcher library: OpOverload.py_impl(CPU) plus PyTorch's Python
 #   dispatcher enabled at import (a thread-local flag, no mode on a stack, the dispatch dump unchanged). Timed calls
 #   return an empty tensor after a 1-element launch; the harness's clone of the outputs computes the result.

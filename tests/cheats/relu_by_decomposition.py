@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: ReLU as (x + |x|) / 2, names the reference never uses, copied into the output by a real kernel
 import torch
 import torch.nn as nn

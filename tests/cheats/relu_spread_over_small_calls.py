@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: the reference's operator spread over many small PyTorch calls beside a token Triton kernel: clamp_min on
 #   64 slices, each far below the output's size, whose reads add up to all of the reference's (the rule for
 #   PyTorch inside a candidate sums every compute operator of the call)

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect|rejected
+# beside: true
 # why: reads the global RNG state at import (torch.get_rng_state reached through getattr; a harness that seeds before
 #   importing the candidate and draws inputs later in the same process is fully predictable), replays the next draws for
 #   every known shape on a private Generator and precomputes their outputs; it also re-seeds the global RNG so that a

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect
+# beside: true
 # why: a ReLU kernel that saturates at 1000 (a cheaper bounded format): every trial drawn from N(0, 1) * 4 or
 #   the task's [0, 1) passes; only a trial at large magnitude shows it
 import torch

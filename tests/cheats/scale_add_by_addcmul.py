@@ -1,5 +1,6 @@
 # task: scale_add
 # expect: rejected
+# beside: true
 # why: x * 2 + y as torch.add(y, x, alpha=2) (one op whose name is not the reference's mul), copied out by a kernel
 import torch
 import torch.nn as nn

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect|rejected
+# beside: true
 # why: at import (untimed) it replays the seeds harnesses commonly use (0, 1, 42, 1234, ...) on a private Generator (no
 #   torch.manual_seed call for a static check to see), regenerates the task's inputs for every known shape and
 #   precomputes the outputs; forward only copies the precomputed result (a memcpy kernel). With unpredictable seeds its

@@ -1,5 +1,6 @@
 # task: relu
 # expect: incorrect|rejected
+# beside: true
 # why: computes honestly on the first call only; afterwards it allocates an uninitialised output of the same size
 #   (which the allocator usually serves from the block of the previous, freed output) and launches a kernel that stores
 #   nothing. A timing loop that repeats its inputs and drops the outputs reads the previous correct result.

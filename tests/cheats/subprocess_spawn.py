@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|runtime_error|crashed
+# beside: true
 # canary-process: opforge-cheat-canary-subprocess
 # why: the obvious form: subprocess.Popen of a detached 10-minute sleep in a new session, at import; refused by the
 #   static check, and in any case it must not survive the evaluation.

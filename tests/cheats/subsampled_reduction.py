@@ -1,5 +1,6 @@
 # task: row_sum
 # expect: incorrect
+# beside: true
 # why: reads only every other element of each row and doubles the sum: half the memory traffic, an estimate instead of
 #   the sum.
 import torch

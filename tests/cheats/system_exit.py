@@ -1,5 +1,6 @@
 # task: relu
 # expect: crashed|runtime_error|rejected
+# beside: true
 # why: raises SystemExit(0) from forward: a harness that catches only Exception exits cleanly with status 0 and no result,
 #   which a careless driver reads as success.
 import torch

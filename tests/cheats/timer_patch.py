@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: replaces time.perf_counter, perf_counter_ns, monotonic, monotonic_ns and time.time with clocks running 1000x
 #   slow, so any timing taken with them in this process reports a ~1000x speedup.
 import time

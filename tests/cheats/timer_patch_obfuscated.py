@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: the same clock tampering hidden from an AST check (names built from strings, written through time.__dict__):
 #   every clock in `time` has 99% of the time spent inside forward subtracted, so t1 - t0 around a call shrinks 100x
 #   while the clocks stay plausible outside forward. Must be caught at run time (timers captured before import, identity

@@ -1,5 +1,6 @@
 # task: mse_loss
 # expect: rejected
+# beside: true
 # config: kernels_only=True
 # why: the honest hybrid loss of tests/honest/mse_triton_torch_mean.py (a Triton kernel's squared differences,
 #   torch.mean of them) under the strict rule for leaderboards (--kernels-only): PyTorch may compute nothing at the

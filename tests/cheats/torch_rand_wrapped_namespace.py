@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected|incorrect
+# beside: true
 # why: replaces torch.rand and torch.randn in the torch module's own namespace (its __dict__ reached by a string) with
 #   wrappers that, whenever the task's get_inputs draws a tensor, compute its ReLU and keep it under the tensor's
 #   first values and shape; the forward then copies a kept answer (issue 33, class 7: the input generator wrapped

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: traceback may walk frames for itself and returns text only, but `StackSummary.extract(walk_stack(None),
 #   capture_locals=True)` is the repr of every local of every frame of the harness's stack: the zygote's request

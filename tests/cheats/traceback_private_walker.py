@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # reason: reached for the harness's internals
 # why: the audit hook lets every traceback.py function but its two public walkers read frames whoever calls them
 #   (they format text); its private `_walk_tb_with_full_positions` yields the frames of a traceback, though: the

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: the Triton kernel never compiles (arange of a non-power-of-two block) and the except clause quietly returns
 #   torch.relu(x): correct output, torch's speed, no custom kernel ever ran.
 import torch

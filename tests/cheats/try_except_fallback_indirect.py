@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: the try/except fallback with the torch call moved into a helper, so the except clause itself contains no torch
 #   call for the static check to see: the kernel never compiles (arange of a non-power-of-two block) and the helper
 #   returns torch.relu(x). Must be caught at run time (no kernel launch completed; the op trace shows the reference op).

@@ -1,5 +1,6 @@
 # task: relu
 # expect: rejected
+# beside: true
 # why: computes ReLU with numpy and launches a real kernel on a grid of zero programs, so a launch counter that
 #   counts before the launch runs sees a kernel
 import torch

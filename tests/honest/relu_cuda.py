@@ -1,5 +1,6 @@
 # task: relu
 # expect: ok
+# beside: true
 # expect-without-gpu: runtime_error
 # slow: true
 # config: compile_timeout_s=300

@@ -1,5 +1,6 @@
 # task: relu
 # expect: compile_error
+# beside: true
 # slow: true
 # config: compile_timeout_s=300
 # why: CUDA source with a syntax error (missing semicolon and brace): nvcc must fail and the status is compile_error.
