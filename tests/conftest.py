@@ -60,7 +60,7 @@ FILE_SECONDS = {
     "test_llm_translation.py": 120,
     "test_dataset.py": 105,
     "test_ray_cluster.py": 95,
-    "test_llm_unreachable.py": 70,
+    "test_llm_unreachable.py": 20,
     "test_model.py": 60,
     "test_export_native.py": 55,
     "test_jobs.py": 55,

@@ -113,6 +113,7 @@ def test_an_older_stores_configuration_still_reads() -> None:
                        "tune_per_request": 2, "concurrency": 4, "timeout_s": 180.0, "prices": {}, "from_scratch": False}}
     config = RunConfig.from_json(old_llm)
     assert config.backend == "cuda" and config.llm is not None and config.llm.model == "m"
+    assert config.llm.retries == 4  # before --llm-retries, every request was retried four times
     tune = RunConfig.from_json({"coder": "tune", "eval": {}, "islands": 2, "seed": 0})
     assert tune.backend == "triton" and tune.archive == {"enabled": False}
     assert (tune.confirm_top, tune.confirm_repeats) == (2, 3)  # what runs before `--confirm` were confirmed with

@@ -11,7 +11,8 @@ from evaluator.task_settings import CLI_HELP as SET_HELP
 from opforge.errors import UsageError
 from opforge.run.config import BACKEND_CHOICES
 from opforge.run.plan import DEFAULT_BUDGET, DEFAULT_TIMING_S
-from opforge.run.proposers import BASE_URL_ENV, DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S, MODEL_ENV, PRICES_ENV
+from opforge.run.proposers import (BASE_URL_ENV, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, MODEL_ENV,
+                                    PRICES_ENV)
 from opforge.run.request import LLMRequest, RunRequest
 from store import Store, StoreError, get_store
 
@@ -104,6 +105,9 @@ def add_llm_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"requests in flight at once per model (default {DEFAULT_CONCURRENCY})")
     g.add_argument("--llm-timeout-s", type=float, default=None, metavar="S",
                    help=f"give up on one request after this long; it is retried (default {DEFAULT_TIMEOUT_S:g})")
+    g.add_argument("--llm-retries", type=int, default=None, metavar="N",
+                   help=f"retry a request that timed out, dropped or got HTTP 429/5xx N times, with backoff, before the "
+                        f"run fails naming the endpoint (default {DEFAULT_RETRIES}; 0 fails on the first error)")
     g.add_argument("--no-judge", action="store_true", help="no judge: the coder refines without a diagnosis")
     g.add_argument("--no-review", action="store_true", help="skip the judge's screening of each new candidate")
     g.add_argument("--tune-per-request", type=int, default=None, metavar="K",
@@ -115,7 +119,8 @@ def add_llm_arguments(p: argparse.ArgumentParser) -> None:
 def llm_request(args: argparse.Namespace) -> LLMRequest:
     return LLMRequest(model=args.model, judge_model=args.judge_model, base_url=args.llm_base_url,
                       max_usd=args.max_usd, max_tokens=args.max_tokens, prices=args.prices,
-                      concurrency=args.llm_concurrency, timeout_s=args.llm_timeout_s, judge=not args.no_judge,
+                      concurrency=args.llm_concurrency, timeout_s=args.llm_timeout_s, retries=args.llm_retries,
+                      judge=not args.no_judge,
                       review=not args.no_review, tune_per_request=args.tune_per_request,
                       from_scratch=args.from_scratch)
 

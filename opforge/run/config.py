@@ -52,6 +52,7 @@ class LLMSettings:
     tune_per_request: int = 2
     concurrency: int = 4
     timeout_s: float = 180.0
+    retries: int = 4                        # HTTP retries of one request after its first attempt, with backoff
     prices: Mapping[str, tuple[float, float]] = field(default_factory=lambda: MappingProxyType({}))
     from_scratch: bool = False
 

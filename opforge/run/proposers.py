@@ -39,6 +39,7 @@ BASE_URL_ENV = "OPFORGE_LLM_BASE_URL"
 PRICES_ENV = "OPFORGE_LLM_PRICES"
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_S = 180.0
+DEFAULT_RETRIES = 4  # a request's retries after its first attempt (backoff 1, 2, 4, 8 s, each halved at random)
 CODER_TEMPERATURE = 0.7
 JUDGE_TEMPERATURE = 0.2
 CODER_MAX_TOKENS = 8192
@@ -80,6 +81,7 @@ def llm_settings(request: LLMRequest, names: Mapping[str, str] = CLI_NAMES) -> L
         tune_per_request=2 if request.tune_per_request is None else request.tune_per_request,
         concurrency=request.concurrency or DEFAULT_CONCURRENCY,
         timeout_s=request.timeout_s or DEFAULT_TIMEOUT_S,
+        retries=DEFAULT_RETRIES if request.retries is None else request.retries,
         prices=MappingProxyType(dict(prices)),
         from_scratch=request.from_scratch,
     )
@@ -133,7 +135,7 @@ def make_proposer(store: Store, run: RunRecord, config: RunConfig, llm_base_url:
 
     try:
         def agent(model: str, temperature: float, max_tokens: int) -> Agent:
-            client = OpenAIClient(base_url, model, timeout_s=llm.timeout_s,
+            client = OpenAIClient(base_url, model, timeout_s=llm.timeout_s, max_retries=llm.retries,
                                   max_in_flight=concurrency, prices=prices)
             return Agent(client, model, temperature=temperature, max_tokens=max_tokens, spend=spend, on_call=record)
 

@@ -27,6 +27,7 @@ class LLMRequest:
     prices: str | None = None            # a JSON price table's path (None: $OPFORGE_LLM_PRICES, else built in)
     concurrency: int | None = None
     timeout_s: float | None = None
+    retries: int | None = None           # None: DEFAULT_RETRIES
     judge: bool = True
     review: bool = True
     tune_per_request: int | None = None
@@ -58,7 +59,7 @@ CLI_NAMES: Mapping[str, str] = {
     "eval_timeout_s": "--timeout",
     "worker_s": "--worker-s", "seed_kernel": "--seed-kernel FILE", "model": "--model NAME",
     "max_usd": "--max-usd", "max_tokens": "--max-tokens", "concurrency": "--llm-concurrency",
-    "timeout_s": "--llm-timeout-s", "tune_per_request": "--tune-per-request", "prices": "--prices FILE",
+    "timeout_s": "--llm-timeout-s", "retries": "--llm-retries", "tune_per_request": "--tune-per-request", "prices": "--prices FILE",
     "base_url": "--llm-base-url URL", "from_scratch": "--from-scratch", "backend": "--backend",
     "coder": "--coder", "confirm": "--confirm", "task_settings": "--set",
 }
@@ -91,6 +92,8 @@ def check_request(request: RunRequest, names: Mapping[str, str] = CLI_NAMES) -> 
     if llm.max_usd is not None and not llm.max_usd > 0:
         raise UsageError(f"{name('max_usd')} must be a positive amount, not {llm.max_usd}.")
     positive_seconds(llm.timeout_s, name("timeout_s"))
+    if llm.retries is not None and llm.retries < 0:
+        raise UsageError(f"{name('retries')} must be 0 or more retries, not {llm.retries}.")
 
 
 def eval_config(timing_s: float | None, timeout_s: float | None, default_timing_s: float) -> EvalConfig:

@@ -104,7 +104,7 @@ def _resume(store: Store, args: argparse.Namespace) -> tuple[RunRecord, Task]:
              args.eval_timeout_s is not None, args.model,
              args.judge_model, args.backend != "auto", args.max_usd is not None, args.max_tokens is not None, args.prices,
              args.no_judge, args.no_review, args.from_scratch, args.tune_per_request is not None, args.coder != "auto",
-             args.llm_concurrency is not None, args.llm_timeout_s is not None, args.no_archive, args.task_settings)
+             args.llm_concurrency is not None, args.llm_timeout_s is not None, args.llm_retries is not None, args.no_archive, args.task_settings)
     if any(fixed):
         raise UsageError("--resume continues a run as it was configured; leave out TASK, --set, --coder, "
                          "--seed-kernel, --backend, --budget, --timing-s, --timeout and the LLM settings (only --llm-base-url, "
