@@ -18,6 +18,7 @@ from opforge.model import load_model
 from opforge.model.extraction import constructor_args, extract
 from opforge.model.matching import builtin_tasks, find_match
 from opforge.model.profiling import profile_model
+from store import get_store
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "models" / "tiny_model.py"
@@ -94,11 +95,18 @@ def exported(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-3000:]
     # The profile's own output only: Kineto's start and stop lines are kept out of it
     assert "profiler_start" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    # No re-measurements (--confirm 0): the export below takes every correct kernel whatever its figure.
     done = subprocess.run([*OPFORGE, "bench", "--suite", str(suite), "--coder", "tune", "--backend", "cpp",
                            "--budget-per-task", "1", "--timing-s", "0.2", "--no-archive", "--runner", "local",
-                           "--workers", "1", "--db", db, "--json"],
+                           "--workers", "1", "--confirm", "0", "--db", db, "--json"],
                           capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
+    store = get_store(db)
+    try:
+        runs = store.list_runs()
+        assert runs and not any(store.confirmations(r.id) for r in runs), "bench --confirm 0 re-measured a kernel"
+    finally:
+        store.close()
     # Every correct kernel (--min-speedup 0): these tests are about the patch's round trip, whatever the speed of a
     # one-candidate bench on a busy machine; the default's choice is tested below.
     done = subprocess.run([*OPFORGE, "model", "export", str(suite), "--out", str(pkg), "--name", PACKAGE, "--db", db,

@@ -67,10 +67,7 @@ def add_run_arguments(p: argparse.ArgumentParser, time_limit_help: str) -> None:
                         "its verdict (builds included), summed (--gpu-s is the old name)")
     p.add_argument("--islands", type=int, default=2, metavar="N", help="islands of the population (default 2)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
-    p.add_argument("--confirm", type=int, default=None, metavar="N",
-                   help="once the search is over, evaluate its two fastest correct kernels N more times each and "
-                        "report the median of those (default 3; 0: report the search's own figure, which favours "
-                        "a kernel that measured lucky once); a --time-limit-s leaves room for them")
+    add_confirm_argument(p)
     p.add_argument("--no-archive", action="store_true",
                    help="do not start from earlier runs' kernels of this task nor show the coder those of related "
                         "tasks (by default the store's archive is offered)")
@@ -87,6 +84,14 @@ def add_timeout_argument(p: argparse.ArgumentParser) -> None:
                    help="limit each evaluation's phases (build and import, each correctness trial, each timing "
                         "block) to S seconds: a candidate that hangs is recorded `timeout` after that long (default "
                         "180 s to build and import, 120 s for each later phase)")
+
+
+def add_confirm_argument(p: argparse.ArgumentParser, what: str = "the search", time_limit: bool = True) -> None:
+    p.add_argument("--confirm", type=int, default=None, metavar="N",
+                   help=f"once {what} is over, evaluate its two fastest correct kernels N more times each and "
+                        "report the median of those (default 3; 0: report the search's own figure, which favours "
+                        "a kernel that measured lucky once)" + ("; a --time-limit-s leaves room for them" if time_limit
+                                                                else ""))
 
 
 def add_llm_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from benchmarks import list_suites
 from opforge.cli.commands.optimize import local_device_name, make_runner
-from opforge.cli.flags import (RAY_ADDRESS_HELP, add_backend_argument, add_db_argument, add_llm_arguments,
-                               add_timeout_argument, llm_request, open_store)
+from opforge.cli.flags import (RAY_ADDRESS_HELP, add_backend_argument, add_confirm_argument, add_db_argument,
+                               add_llm_arguments, add_timeout_argument, llm_request, open_store)
 from opforge.display import format_speedup
 from opforge.errors import UsageError
 from opforge.run.bench import agent_label, bench_backend, bench_tasks, run_bench
@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernels-only", action="store_true",
                    help="judge kernels by the strict rule: no PyTorch compute beside them, not even a final sum "
                         "(the leaderboard shows each bench's rule)")
+    add_confirm_argument(p, "each task's search", time_limit=False)
     p.add_argument("--json", action="store_true", help="end stdout with one JSON object describing the bench")
     add_llm_arguments(p)
     p.set_defaults(run=run, drives_evaluations=True)
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
                         ("--workers", args.workers)):
         positive_whole(value, flag)
     request = RunRequest(task=args.suite or "", coder=args.coder, backend=args.backend, timing_s=args.timing_s,
-                         eval_timeout_s=args.eval_timeout_s, seed=args.seed, use_archive=not args.no_archive, llm=llm_request(args))
+                         eval_timeout_s=args.eval_timeout_s, seed=args.seed, use_archive=not args.no_archive,
+                         confirm=args.confirm, llm=llm_request(args))
     check_request(request)
     if args.suite is not None and args.resume is not None:
         raise UsageError("Give either --suite NAME|PATH to start a bench or --resume BENCH_ID, not both.")
@@ -86,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
                 run=RunConfig(coder=coder, backend=bench_backend(args.backend, tasks, coder, cuda_present()),
                               eval=dataclasses.replace(eval_config(args.timing_s, args.eval_timeout_s, DEFAULT_TIMING_S),
                                                        kernels_only=args.kernels_only), seed=args.seed,
-                              llm=llm_settings(request.llm) if coder == "llm" else None),
+                              llm=llm_settings(request.llm) if coder == "llm" else None,
+                              **({} if args.confirm is None else {"confirm_repeats": args.confirm})),
                 budget_per_task=args.budget_per_task or DEFAULT_BUDGET_PER_TASK, tasks=args.tasks,
                 max_usd=args.max_usd, max_tokens=args.max_tokens, use_archive=not args.no_archive,
                 device=local_device_name("auto"))
