@@ -353,20 +353,31 @@ class LocalEvaluator:
                     return None
                 return TrustedInputs(inputs, ref, cpu_cold_from_bytes(), cfg.run_timeout_s,
                                      quiet_while_drawing(process.cpu_ns) if process is not None else None)
+            def refuse_tampering() -> None:
+                # Code pages the candidate's process wrote to (a jump patched over a clock or allocator of the
+                # harness's): read by the driver from the kernel's map of the process (`code_pages.py`).
+                refuse_written_code(process.pid if process is not None else None)
+                # Pointers and objects on its timer's path, against the zygote it was forked from (`timer_path.py`).
+                refuse_changed_timer_path(process.pid if process is not None else None, cand.zygote.timer_object,
+                                          cand.zygote.timer_reference)
+
             try:
                 m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,
                             candidate_clock=CandidateClock(cand, cfg.run_timeout_s), candidate_outputs=reads(),
                             trusted_inputs=drawn())
-            except ClockDisagreement:  # once more: a burst of other work can fall on one side's blocks; a forged
-                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,  # clock disagrees
-                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s),  # every time (an honest tune
-                            candidate_outputs=reads(), trusted_inputs=drawn())  # was refused so)
-            # Code pages the candidate's process wrote to (a jump patched over a clock or allocator of the harness's):
-            # read by the driver from the kernel's map of the process, after its timed calls (`code_pages.py`).
-            refuse_written_code(process.pid if process is not None else None)
-            # Pointers and objects on its timer's path, against the zygote it was forked from (`timer_path.py`).
-            refuse_changed_timer_path(process.pid if process is not None else None, cand.zygote.timer_object,
-                                      cand.zygote.timer_reference)
+            except ClockDisagreement:
+                # Proof before inference: a process that patched its clock's path is refused for that, by name,
+                # whether or not its lag was large enough for the clocks to disagree (on a slow host the lag of
+                # tests/cheats/native_clock_jump_lag_short_calls.py tripped the clock check first, 2026-11-29).
+                refuse_tampering()
+                try:  # once more: a burst of other work can fall on one side's blocks; a forged clock disagrees
+                    m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,  # every time (an
+                                candidate_clock=CandidateClock(cand, cfg.run_timeout_s),  # honest tune was
+                                candidate_outputs=reads(), trusted_inputs=drawn())  # refused so)
+                except ClockDisagreement:
+                    refuse_tampering()
+                    raise
+            refuse_tampering()  # after the timed calls, whatever the clocks said
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)
