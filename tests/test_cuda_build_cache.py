@@ -197,7 +197,8 @@ except OSError:
     pass
 '''
     # The first test's candidate (built already when the module runs whole), led by the vandal's code.
-    source = light("opforge_test_relu_cuda").source.replace("import torch\n", vandal + "import torch\n", 1)
+    source = light("opforge_test_relu_cuda", prefix=CXX20_PREFIX).source.replace("import torch\n",
+                                                                                  vandal + "import torch\n", 1)
     result = evaluator.evaluate(load_task(TASK), Candidate.from_source(source), CFG)
     assert result.status == Status.RUNTIME_ERROR, f"{result.status}: {result.reason}"
     assert "cache visible: False" in result.log, result.log
