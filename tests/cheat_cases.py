@@ -434,9 +434,10 @@ def lean(cases: list) -> list:
     return [p for p in cases if not p.values[0].gpu and not may_need_dynamo(p.values[0].path.read_text())]
 
 
-@contextlib.contextmanager
-def lean_evaluator() -> Iterator[Any]:
-    """A `LocalEvaluator` whose candidate zygotes start without torch._dynamo, as a cold `opforge eval` starts them."""
+@pytest.fixture(scope="module")
+def lean_zygotes() -> Iterator[Any]:
+    """A `LocalEvaluator` whose candidate zygotes start without torch._dynamo, as a cold `opforge eval` starts them
+    (one per test module that imports this fixture)."""
     from evaluator.build.cache import BuildCache
     from evaluator.driver.evaluate import LocalEvaluator
     from evaluator.driver.warm_start import WarmZygotes

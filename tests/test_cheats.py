@@ -6,12 +6,11 @@ checks. Every case without `beside: true` in its header is here; the header's fo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from cheat_cases import CHEATS, HONEST, Header, alone, check_honest, check_lean, check_refused, lean, lean_evaluator
+from cheat_cases import (  # noqa: F401 - lean_zygotes is a fixture
+    CHEATS, HONEST, Header, alone, check_honest, check_lean, check_refused, lean, lean_zygotes,
+)
 
 
 @pytest.mark.parametrize("header", alone(CHEATS), ids=lambda h: h.path.stem)
@@ -22,12 +21,6 @@ def test_cheat_is_refused(header: Header, monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("header", alone(HONEST), ids=lambda h: h.path.stem)
 def test_honest_candidate(header: Header, monkeypatch: pytest.MonkeyPatch):
     check_honest(header, monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def lean_zygotes() -> Iterator[Any]:
-    with lean_evaluator() as evaluator:
-        yield evaluator
 
 
 @pytest.mark.parametrize("header", lean(alone(CHEATS)) + lean(alone(HONEST)), ids=lambda h: h.path.stem)

@@ -9,15 +9,13 @@ from __future__ import annotations
 import ast
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cheat_cases import (
+from cheat_cases import (  # noqa: F401 - lean_zygotes is a fixture
     BASE_CONFIG, CHEATS, CHEATS_DIR, HONEST, HONEST_DIR, SECRET_CANARIES, TASKS_DIR, Canaries, Header, beside,
-    check_honest, check_lean, check_refused, describe, lean, lean_evaluator, params,
+    check_honest, check_lean, check_refused, describe, lean, lean_zygotes, params,
 )
 from evaluator import EvalConfig, Status, evaluate, load_candidate, load_task
 
@@ -124,12 +122,6 @@ def test_secret_from_environment_never_reaches_the_result(monkeypatch: pytest.Mo
     result = evaluate(task, candidate, EvalConfig(device="cpu", **BASE_CONFIG))
     assert result.status != Status.OK, describe(result)
     assert canary not in json.dumps(result.to_json()), "the API key reached the result (reason, log or trials)"
-
-
-@pytest.fixture(scope="module")
-def lean_zygotes() -> Iterator[Any]:
-    with lean_evaluator() as evaluator:
-        yield evaluator
 
 
 @pytest.mark.parametrize("header", lean(beside(CHEATS)) + lean(beside(HONEST)), ids=lambda h: h.path.stem)
