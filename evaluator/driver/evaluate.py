@@ -37,11 +37,12 @@ from evaluator.device.lock import DeviceLock, PhaseObserver, device_key
 from evaluator.device.info import device_info, resolve_device
 from evaluator.device.rules import rules
 from evaluator.driver.extra_figures import compile_baseline, profile
+from evaluator.driver.patched_clock import measure_with_proof_first
 from evaluator.measure.energy_loops import energy_of_both
 from evaluator.measure.cpu_memory import SAMPLED, CallPeaks, peaks_of_both
 from evaluator.measure.worker_cpu import WorkerCpu, WorkerThreads
-from evaluator.measure.clock_checks import CandidateClock, ClockDisagreement, QuietWindow
-from evaluator.measure.blocks import OutputReads, fresh_seed, measure
+from evaluator.measure.clock_checks import CandidateClock, QuietWindow
+from evaluator.measure.blocks import Measurement, OutputReads, fresh_seed, measure
 from evaluator.wire.output_slot import Reservoir
 from evaluator.measure.gpu_memory import blame_reference_failure
 from evaluator.wire.input_file import DriverInputs
@@ -52,9 +53,7 @@ from evaluator.worker.timing import cpu_cold_from_bytes
 from evaluator.measure.trusted_inputs import TrustedInputs, quiet_while_drawing
 from evaluator.task import Task, TaskError
 from evaluator.worker.task_size import TaskSize
-from evaluator.verify.code_pages import refuse_written_code
 from evaluator.wire.output_slot import direct_reads_possible
-from evaluator.verify.timer_path import refuse_changed_timer_path
 from evaluator.verify.task_check import TaskReport, check_task
 from evaluator.verify.torch_rule import rule_name
 from evaluator.verify.trials import (Checked, Loaded, Profiled, Timed, TrialRuns, ask_first_trial, plan, recheck_timed,
@@ -353,31 +352,14 @@ class LocalEvaluator:
                     return None
                 return TrustedInputs(inputs, ref, cpu_cold_from_bytes(), cfg.run_timeout_s,
                                      quiet_while_drawing(process.cpu_ns) if process is not None else None)
-            def refuse_tampering() -> None:
-                # Code pages the candidate's process wrote to (a jump patched over a clock or allocator of the
-                # harness's): read by the driver from the kernel's map of the process (`code_pages.py`).
-                refuse_written_code(process.pid if process is not None else None)
-                # Pointers and objects on its timer's path, against the zygote it was forked from (`timer_path.py`).
-                refuse_changed_timer_path(process.pid if process is not None else None, cand.zygote.timer_object,
-                                          cand.zygote.timer_reference)
 
-            try:
-                m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,
-                            candidate_clock=CandidateClock(cand, cfg.run_timeout_s), candidate_outputs=reads(),
-                            trusted_inputs=drawn())
-            except ClockDisagreement:
-                # Proof before inference: a process that patched its clock's path is refused for that, by name,
-                # whether or not its lag was large enough for the clocks to disagree (on a slow host the lag of
-                # tests/cheats/native_clock_jump_lag_short_calls.py tripped the clock check first, 2026-11-29).
-                refuse_tampering()
-                try:  # once more: a burst of other work can fall on one side's blocks; a forged clock disagrees
-                    m = measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,  # every time (an
-                                candidate_clock=CandidateClock(cand, cfg.run_timeout_s),  # honest tune was
-                                candidate_outputs=reads(), trusted_inputs=drawn())  # refused so)
-                except ClockDisagreement:
-                    refuse_tampering()
-                    raise
-            refuse_tampering()  # after the timed calls, whatever the clocks said
+            def measure_once() -> Measurement:
+                return measure(ref, cand, cfg, kind, candidate_cpu=cpu, candidate_threads=more,
+                               candidate_clock=CandidateClock(cand, cfg.run_timeout_s), candidate_outputs=reads(),
+                               trusted_inputs=drawn())
+            # Retried once on a clock disagreement; a patched clock is refused for the patch first (patched_clock.py).
+            m = measure_with_proof_first(measure_once, process.pid if process is not None else None,
+                                         cand.zygote.timer_object, cand.zygote.timer_reference)
             cand_energy, ref_energy = energy_of_both(ref, cand, cfg, kind)
         if not cfg.allow_torch:
             refuse_other_work_when_timed(checked.kernels or {}, m.candidate_kernels)
