@@ -25,7 +25,6 @@ def subnormals_survive():
 # fixed ports, fresh PostgreSQL schemas (store_fixtures.py), its own temporary folders.
 SERIAL_FILES = {
     "test_evaluator_timing.py": "asserts a measured speedup",
-    "test_search_loop.py": "asserts a measured speedup over the seed's",
     "test_cpu_peaks.py": "measures the CPU's copy bandwidth and FMA peak",
     "test_measure_contention.py": "measures the other work on the machine while it spins",
     "test_measure_settle.py": "times against the real clock",
