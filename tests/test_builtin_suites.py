@@ -226,6 +226,10 @@ def test_task_declares_small_shape_variants_including_an_odd_size(task_path):
     for overrides in shapes:
         assert overrides and all(hasattr(module, key) for key in overrides), f"unknown global in {overrides}"
     assert any(value % 2 == 1 for overrides in shapes for value in overrides.values())
+    # The interpreter's variants, where a task has its own: the same names, an odd size among them too.
+    small = getattr(module, "INTERPRETER_SHAPES", shapes)
+    assert isinstance(small, list) and small and [sorted(v) for v in small] == [sorted(v) for v in shapes]
+    assert any(value % 2 == 1 for overrides in small for value in overrides.values())
     benchmark_shapes = [tuple(x.shape) for x in module.get_inputs()]
     for overrides in variants(module):
         with overridden(module, overrides):
@@ -366,10 +370,12 @@ for task_path, seed_path in config["pairs"]:
     seed = load(seed_path, "seed_" + name)
     tol = {"atol": __TOL__, "rtol": __TOL__, **(getattr(task, "TOLERANCE", None) or {})}
     interpreter_shape = getattr(task, "INTERPRETER_SHAPE", {}) if interpreted else {}  # the interpreter's shape
-    shapes = [interpreter_shape, *getattr(task, "SHAPES", [])]
+    variants = getattr(task, "INTERPRETER_SHAPES", None) if interpreted else None  # and its variants, as the
+    variants = getattr(task, "SHAPES", []) if variants is None else variants  # evaluator's (task_runtime.py)
+    shapes = [interpreter_shape, *variants]
     base = {key: getattr(task, key) for shape in shapes for key in shape}
     plan = [({}, "task")] if config["benchmark_shape"] else []
-    plan += [(dict(v), dist) for v in getattr(task, "SHAPES", []) for dist in ("task", "normal")]
+    plan += [(dict(v), dist) for v in variants for dist in ("task", "normal")]
     for overrides, dist in plan:
         row = {"variant": overrides, "distribution": dist}
         try:
@@ -447,7 +453,8 @@ def seed_results() -> dict:
 def test_seed_matches_task_on_every_shape_under_the_interpreter(task_path, seed_results):
     module = load_task(task_path)
     rows = seed_results[str(seed_for(task_path))]
-    assert [row["variant"] for row in rows] == [{}] + [v for v in module.SHAPES for _ in ("task", "normal")]
+    shapes = getattr(module, "INTERPRETER_SHAPES", module.SHAPES)  # the evaluator's variants under the interpreter
+    assert [row["variant"] for row in rows] == [{}] + [v for v in shapes for _ in ("task", "normal")]
     for row in rows:
         where = f"{task_path.stem} {row['variant'] or 'benchmark shape'} ({row['distribution']} inputs)"
         assert "error" not in row, f"{where}:\n{row['error']}"

@@ -1,5 +1,5 @@
 """Native kernels inside the evaluator: the policy's one admitted import, the build stage serving load_c, the
-backend of a result, and INTERPRETER_SHAPE for Triton candidates on the CPU."""
+backend of a result, and INTERPRETER_SHAPE and INTERPRETER_SHAPES for Triton candidates on the CPU."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from evaluator import evaluate
 from evaluator.verify import policy
 from evaluator.backend import backend_of, runs_in_triton_interpreter
 from evaluator.build.native_build import NativeCache
-from evaluator.worker.task_runtime import TaskRuntime
+from evaluator.worker.task_runtime import TaskRuntime, TaskRuntimeError
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = EvalConfig(run_timeout_s=20, compile_timeout_s=60, max_timing_s=0.3)
@@ -185,3 +185,31 @@ def test_the_ahead_of_time_build_covers_load_c(native_cache, tmp_path):
     result = evaluate(task, candidate, CONFIG)
     assert result.status == Status.OK, result.reason
     assert [b["context"] for b in NativeCache(native_cache).compiles()] == ["prebuild"]
+
+
+def test_interpreter_shapes_replace_the_variants_under_the_interpreter_only():
+    source = (TESTS / "tasks" / "relu_sized.py").read_text() + '\nINTERPRETER_SHAPES = [{"COLS": 5}, {"ROWS": 3}]\n'
+    native = TaskRuntime(source, "relu_sized", "cpu")
+    interpreted = TaskRuntime(source, "relu_sized", "cpu", interpreter_shape=True)
+    assert native.variants == [{}, {"COLS": 7}]
+    assert interpreted.variants == [{}, {"COLS": 5}, {"ROWS": 3}]
+    assert interpreted.inputs(1, 1)[0].shape == (4, 5) and interpreted.inputs(2, 1)[0].shape == (3, 96)
+    with pytest.raises(TaskRuntimeError, match="INTERPRETER_SHAPES must be a list of dicts"):
+        TaskRuntime(source + "INTERPRETER_SHAPES = {'COLS': 5}\n", "relu_sized", "cpu", interpreter_shape=True)
+
+
+# Correct except where a row is 7 values long: there it leaves the last value unwritten.
+WRONG_AT_SEVEN = (TESTS / "honest" / "relu_triton.py").read_text().replace(
+    "        n = x.numel()\n", "        n = x.numel() - (1 if x.shape[-1] == 7 else 0)\n")
+
+
+def test_a_triton_candidate_on_the_cpu_is_checked_on_the_interpreters_variants(tmp_path):
+    assert WRONG_AT_SEVEN != (TESTS / "honest" / "relu_triton.py").read_text()
+    task_path = tmp_path / "relu_sized.py"
+    task_path.write_text((TESTS / "tasks" / "relu_sized.py").read_text())
+    refused = evaluate(load_task(task_path), Candidate.from_source(WRONG_AT_SEVEN), CONFIG)
+    # 28 values: the variant's 4 rows of 7 (ROWS=4 is the interpreter's shape), one of them left unwritten
+    assert refused.status == Status.REJECTED and "1 of the 28 values" in refused.reason, refused.reason
+    task_path.write_text(task_path.read_text() + '\nINTERPRETER_SHAPES = [{"COLS": 5}]\n')
+    result = evaluate(load_task(task_path), Candidate.from_source(WRONG_AT_SEVEN), CONFIG)
+    assert result.status == Status.OK, result.reason  # the interpreter's variants have no 7-value rows
