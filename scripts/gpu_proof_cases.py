@@ -70,7 +70,10 @@ def sized_source(source: str, sizes: dict[str, int]) -> str:
 def case_task(case: Case, device: str) -> tuple[Task, Candidate]:
     path = builtin_task(case.task)
     sizes = case.cpu_sizes if device == "cpu" else case.sizes
-    task = task_from_source(sized_source(path.read_text(), sizes), path.stem)
+    source = sized_source(path.read_text(), sizes)
+    if device == "cpu":  # a Triton seed runs in the interpreter there, whose own shape would replace these sizes
+        source += f"\nINTERPRETER_SHAPE = {sizes!r}\n"
+    task = task_from_source(source, path.stem)
     seed = seed_for(path)
     assert seed is not None, f"{case.task} has no seed kernel"
     return task, load_candidate(seed, origin="seed")
