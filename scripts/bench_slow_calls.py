@@ -60,9 +60,11 @@ def threads():
         try:
             with open(f"/proc/self/task/{tid}/schedstat") as f:
                 run_ns, wait_ns, _ = f.read().split()
-        except (OSError, ValueError):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                minflt = int(f.read().rsplit(")", 1)[1].split()[7])
+        except (OSError, ValueError, IndexError):
             continue
-        out[int(tid)] = (int(run_ns), int(wait_ns))
+        out[int(tid)] = (int(run_ns), int(wait_ns), minflt)
     return out
 
 def steal_ticks():
@@ -131,25 +133,41 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         fast = [r for r in mine if r["ms"] <= SLOW * medians[(r["group"], side)]]
         for name, group in (("fast", fast), ("slow", slow)):
             if not group:
-                lines.append(f"| {side} | {name} | 0 | - | - | - | - | - |")
+                lines.append(f"| {side} | {name} | 0 | - | - | - | - | - | - | - |")
                 continue
 
             def med(key: str) -> float:
                 return statistics.median(r[key] for r in group)
             lines.append(f"| {side} | {name} | {len(group)} | {med('ms'):.3f} | {med('main_run_ms'):.3f} "
                          f"| {med('helpers_run_ms'):.3f} | {med('helpers_wait_ms'):.3f} "
+                         f"| {med('main_faults'):.0f} | {med('helpers_faults'):.0f} "
                          f"| {sum(r['steal_ticks'] for r in group)} |")
     return lines
 
 
-def account(after: dict[int, tuple[int, int]], before: dict[int, tuple[int, int]], main: int) -> dict[str, float]:
-    """One call's scheduler accounts, from each thread's (run ns, wait ns) before and after it."""
-    out = {"main_run_ms": 0.0, "main_wait_ms": 0.0, "helpers_run_ms": 0.0, "helpers_wait_ms": 0.0}
-    for tid, (run, wait) in after.items():
-        run0, wait0 = before.get(tid, (0, 0))
+def account(after: dict[int, tuple[int, ...]], before: dict[int, tuple[int, ...]], main: int) -> dict[str, float]:
+    """One call's scheduler accounts, from each thread's (run ns, wait ns[, minor faults]) before and after it."""
+    out = {"main_run_ms": 0.0, "main_wait_ms": 0.0, "helpers_run_ms": 0.0, "helpers_wait_ms": 0.0,
+           "main_faults": 0.0, "helpers_faults": 0.0}
+    for tid, (run, wait, *faults) in after.items():
+        run0, wait0, *faults0 = before.get(tid, (0, 0, 0))
         who = "main" if tid == main else "helpers"
         out[f"{who}_run_ms"] += (run - run0) / 1e6
         out[f"{who}_wait_ms"] += (wait - wait0) / 1e6
+        out[f"{who}_faults"] += (faults[0] - (faults0 or [0])[0]) if faults else 0
+    return out
+
+
+def minor_faults(pid: int, threads: dict[int, tuple[int, int]]) -> dict[int, tuple[int, ...]]:
+    """`threads` (tid: run ns, wait ns) with each thread's minor page faults so far (/proc/PID/task/TID/stat, the
+    tenth field) appended: a page the call touches for the first time costs its thread a fault and a zeroed page."""
+    out: dict[int, tuple[int, ...]] = {}
+    for tid, acc in threads.items():
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                out[tid] = (*acc, int(f.read().rsplit(")", 1)[1].split()[7]))
+        except (OSError, ValueError, IndexError):
+            out[tid] = acc
     return out
 
 
@@ -173,7 +191,7 @@ def opforge_rows(task_path: Path, seed: Path, evaluations: int) -> list[dict[str
     rows: list[dict[str, Any]] = []
     group = [-1]  # the evaluation the calls belong to (-1: the warm-up, not kept)
     workers: dict[int, WorkerCpu] = {}
-    before: dict[int, tuple[dict[int, tuple[int, int]], int]] = {}
+    before: dict[int, tuple[dict[int, tuple[int, ...]], int]] = {}
     send, recv_as = WorkerConnection.send, WorkerConnection.recv_as
 
     def reader(conn: WorkerConnection) -> WorkerCpu:
@@ -183,9 +201,9 @@ def opforge_rows(task_path: Path, seed: Path, evaluations: int) -> list[dict[str
 
     def sending(self: WorkerConnection, msg: object, *args: object, **kwargs: object) -> object:
         if isinstance(msg, Go):
-            threads = reader(self).thread_sched_ns()
-            if threads is not None:
-                before[id(self)] = (threads, steal_ticks())
+            threads, pid = reader(self).thread_sched_ns(), reader(self).pid
+            if threads is not None and pid is not None:
+                before[id(self)] = (minor_faults(pid, threads), steal_ticks())
         return send(self, msg, *args, **kwargs)  # type: ignore[arg-type]
 
     def receiving(self: WorkerConnection, kind: type, *args: object, **kwargs: object) -> object:
@@ -194,6 +212,7 @@ def opforge_rows(task_path: Path, seed: Path, evaluations: int) -> list[dict[str
             threads0, steal0 = before.pop(id(self))
             threads, main = reader(self).thread_sched_ns(), reader(self).pid
             if threads is not None and main is not None and group[0] >= 0:
+                threads = minor_faults(main, threads)
                 rows.append({"side": "native" if self.role == "candidate" else "eager", "group": group[0],
                              "ms": got[0].ms, **account(threads, threads0, main),
                              "steal_ticks": steal_ticks() - steal0})
@@ -285,8 +304,9 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(rows))
     print("| side | calls | n | median ms | calling thread on CPU ms | helpers on CPU ms "
-          "| helpers waiting for a CPU ms | steal ticks (all calls) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| helpers waiting for a CPU ms | calling thread's minor faults | helpers' minor faults "
+          "| steal ticks (all calls) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for line in summary(rows):
         print(line)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
