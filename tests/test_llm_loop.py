@@ -103,8 +103,12 @@ def test_llm_run_from_scratch_finds_the_scripted_kernels_and_accounts_every_call
         assert run.cost_usd == pytest.approx(sum(c.cost_usd for c in calls), rel=1e-9)
         assert (run.tokens_in, run.tokens_out) == (sum(i for i, _ in usage), sum(o for _, o in usage))
         # The calls are linked to the candidates they wrote or judged, with the retries they took.
+        # Which correct kernel is fastest is a timing. GOOD_B and GOOD_C, the last replies of their rules, are
+        # answered again on every later refine or crossover, each answer linked to the one candidate it names: such
+        # a best has several writing calls, GOOD_A exactly one.
         writer = [c for c in calls if c.candidate_id == best.id and c.role.startswith("coder:")]
-        assert len(writer) == 1 and writer[0].model == "fake-coder" and writer[0].outcome == "ok"
+        assert writer and all(c.model == "fake-coder" and c.outcome == "ok" for c in writer), writer
+        assert len(writer) == 1 or best.source in (GOOD_B, GOOD_C)
         roles = {c.role for c in calls}
         assert {"coder:generate", "judge:repair", "judge:review"} <= roles
         assert any(c.role == "judge:repair" and c.attempts == 2 for c in calls)  # the 429 was retried
