@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -18,6 +20,34 @@ def subnormals_survive():
     tiny = float(sys.float_info.min)  # the smallest normal double: halving it gives a subnormal unless FTZ is on
     assert tiny / 2 != 0.0, "this test left the process flushing subnormal floats to zero (a fast-math library load?)"
 
+
+@pytest.fixture
+def fork_child() -> Iterator[Callable[[Callable[[], None]], int]]:
+    """Children forked from this test's process (as a worker beside its zygote), each first running the change the
+    test asks for, then sleeping until the test ends: the driver's reads of a real process (timer path, code pages)."""
+    children: list[int] = []
+
+    def start(change: Callable[[], None]) -> int:
+        time.perf_counter_ns()  # the clock's slot bound before the fork, as the zygote binds it
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: change what the test asks, say so, then wait to be read
+            try:
+                change()
+                os.write(w, b"1")
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        os.close(w)
+        assert os.read(r, 1) == b"1"
+        os.close(r)
+        children.append(pid)
+        return pid
+
+    yield start
+    for pid in children:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
 
 # Files that measure the machine itself (real clocks, CPU time, page faults, the other work beside them) or hold
 # deadlines that other work on the cores could break: `.ci/run` runs them on their own, after the rest has run side

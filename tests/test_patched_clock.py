@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
-import signal
-import time
 
 import pytest
 
@@ -36,57 +33,31 @@ def test_a_first_disagreement_is_measured_again_and_a_second_stands():
     assert len(calls) == 2
 
 
-def _forked(patch: bool) -> int:
-    """A child forked from this process (the worker beside its zygote: the timer's path is compared with the parent's),
-    which sleeps; with `patch`, first makes a page of its C library's code writable and writes one byte back unchanged:
-    a private copy of a file's code page, which the driver's read of /proc/<pid>/smaps sees, as it sees the cheats'
-    jumps."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no Python objects of the test's, only ctypes and a sleep
-        try:
-            if patch:
-                libc = ctypes.CDLL(None, use_errno=True)
-                at = ctypes.cast(libc.getpid, ctypes.c_void_p).value or 0
-                page = at & ~(mmap.PAGESIZE - 1)
-                libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-                libc.mprotect(page, mmap.PAGESIZE, 7)
-                byte = ctypes.c_ubyte.from_address(at)
-                byte.value = byte.value
-                libc.mprotect(page, mmap.PAGESIZE, 5)
-            os.write(ready_w, b"x")
-            time.sleep(30)
-        finally:
-            os._exit(0)
-    os.close(ready_w)
-    assert os.read(ready_r, 1) == b"x"
-    os.close(ready_r)
-    return pid
+def _write_a_code_page() -> None:
+    """Makes a page of this process's C library code writable and writes one byte back unchanged: a private copy of a
+    file's code page, which the driver's read of /proc/<pid>/smaps sees, as it sees the cheats' jumps."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at = ctypes.cast(libc.getpid, ctypes.c_void_p).value or 0
+    page = at & ~(mmap.PAGESIZE - 1)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.mprotect(page, mmap.PAGESIZE, 7)
+    byte = ctypes.c_ubyte.from_address(at)
+    byte.value = byte.value
+    libc.mprotect(page, mmap.PAGESIZE, 5)
 
 
-def _reap(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+def test_an_unpatched_process_keeps_the_clocks_verdict(fork_child):
+    pid = fork_child(lambda: None)
+    calls: list[int] = []
+    with pytest.raises(ClockDisagreement):  # nothing to prove: the clocks' refusal stands, after one retry
+        measure_with_proof_first(_disagreeing(calls, 5), pid, None, None)
+    assert len(calls) == 2
 
 
-def test_an_unpatched_process_keeps_the_clocks_verdict():
-    pid = _forked(patch=False)
-    try:
-        calls: list[int] = []
-        with pytest.raises(ClockDisagreement):  # nothing to prove: the clocks' refusal stands, after one retry
-            measure_with_proof_first(_disagreeing(calls, 5), pid, None, None)
-        assert len(calls) == 2
-    finally:
-        _reap(pid)
-
-
-def test_a_process_that_wrote_its_code_is_refused_for_that_before_the_clocks_are_asked_again():
-    pid = _forked(patch=True)
-    try:
-        calls: list[int] = []
-        with pytest.raises(Refused) as info:
-            measure_with_proof_first(_disagreeing(calls, 5), pid, None, None)
-        assert not isinstance(info.value, ClockDisagreement), info.value.reason
-        assert "rewrote machine code" in info.value.reason and len(calls) == 1  # refused before any retry
-    finally:
-        _reap(pid)
+def test_a_process_that_wrote_its_code_is_refused_for_that_before_the_clocks_are_asked_again(fork_child):
+    pid = fork_child(_write_a_code_page)
+    calls: list[int] = []
+    with pytest.raises(Refused) as info:
+        measure_with_proof_first(_disagreeing(calls, 5), pid, None, None)
+    assert not isinstance(info.value, ClockDisagreement), info.value.reason
+    assert "rewrote machine code" in info.value.reason and len(calls) == 1  # refused before any retry

@@ -8,39 +8,11 @@ import ctypes
 import mmap
 import os
 import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
 from evaluator.driver.connection import Refused
 from evaluator.verify import timer_path
-
-
-@pytest.fixture
-def fork_child() -> Iterator[Callable[[Callable[[], None]], int]]:
-    children: list[int] = []
-
-    def start(change: Callable[[], None]) -> int:
-        time.perf_counter_ns()  # the clock's slot bound before the fork, as the zygote binds it
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: change what the test asks, say so, then wait to be read
-            try:
-                change()
-                os.write(w, b"1")
-                time.sleep(60)
-            finally:
-                os._exit(0)
-        os.close(w)
-        assert os.read(r, 1) == b"1"
-        os.close(r)
-        children.append(pid)
-        return pid
-
-    yield start
-    for pid in children:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
 
 
 TIMER = id(time.perf_counter_ns)
